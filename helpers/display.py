@@ -1,0 +1,102 @@
+"""Show media in a notebook: video players, images, audio with a waveform, and the run summary.
+
+Media are files first (see helpers.media); these functions only display them. Videos are embedded as data so
+an executed notebook stays self-contained; large files are linked instead of embedded.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from helpers import media
+
+EMBED_LIMIT_BYTES = 8 * 2**20
+
+
+def _display(obj: Any) -> None:
+    from IPython.display import display
+
+    display(obj)
+
+
+def video(path: str | os.PathLike[str], width: int = 480) -> Any:
+    from IPython.display import Video
+
+    target = Path(path)
+    embed = target.stat().st_size <= EMBED_LIMIT_BYTES
+    return Video(str(target), embed=embed, width=width, html_attributes="controls loop")
+
+
+def image(path: str | os.PathLike[str], width: int = 320) -> Any:
+    from IPython.display import Image
+
+    return Image(filename=str(path), width=width)
+
+
+def waveform(path: str | os.PathLike[str]) -> Any:
+    """A small matplotlib figure of each channel of a WAV or the AAC track of an MP4."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    samples, rate = media.read_audio(path)
+    fig, ax = plt.subplots(figsize=(6, 1.6))
+    t = np.arange(samples.shape[1]) / rate
+    for i, channel in enumerate(samples):
+        ax.plot(t, channel, linewidth=0.6, label=["left", "right"][i] if samples.shape[0] == 2 else f"ch{i}")
+    ax.set_xlabel("seconds")
+    ax.set_ylim(-1.05, 1.05)
+    ax.legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def audio(path: str | os.PathLike[str]) -> Any:
+    from IPython.display import Audio
+
+    return Audio(filename=str(path))
+
+
+def show_outputs(outputs: Iterable[Any], run_path: str | os.PathLike[str]) -> None:
+    """Display each output of one generation: a player for video, the picture, and a waveform with a player."""
+    root = Path(run_path)
+    for out in outputs:
+        path = root / out.path
+        if out.kind == "image":
+            _display(image(path))
+        elif out.kind == "video":
+            _display(video(path))
+        elif out.kind == "audio":
+            _display(audio(path))
+            _display(waveform(path))
+        _display(_caption(out))
+
+
+def _caption(out: Any) -> Any:
+    from IPython.display import Markdown
+
+    size = f"{out.width}x{out.height}, " if out.width else ""
+    frames = f"{out.num_frames} frames @ {out.fps:g} fps, " if out.kind == "video" else ""
+    sound = "with AAC sound, " if out.has_audio and out.kind == "video" else ""
+    return Markdown(f"`{out.path}`: {size}{frames}{sound}{out.seconds:.2f} s")
+
+
+def table(rows: Iterable[Mapping[str, Any]]) -> Any:
+    """An HTML table of dict rows (no pandas needed)."""
+    from IPython.display import HTML
+
+    rows = list(rows)
+    if not rows:
+        return HTML("<p><em>Nothing to show.</em></p>")
+    head = "".join(f"<th>{html.escape(str(k))}</th>" for k in rows[0])
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>" for row in rows
+    )
+    return HTML(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")

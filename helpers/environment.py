@@ -1,0 +1,55 @@
+"""What this machine offers: library versions, the accelerator and its memory."""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from typing import Any
+
+PACKAGES = ("torch", "diffusers", "transformers", "av", "httpx", "openai", "fastapi")
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def accelerator() -> dict[str, Any]:
+    import torch
+
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        free, total = torch.cuda.mem_get_info()
+        return {
+            "device": "cuda",
+            "name": props.name,
+            "count": torch.cuda.device_count(),
+            "memory_total_gib": round(total / 2**30, 1),
+            "memory_free_gib": round(free / 2**30, 1),
+            "cuda": torch.version.cuda,
+        }
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return {"device": "mps", "name": "Apple GPU"}
+    return {"device": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
+
+
+def report() -> dict[str, Any]:
+    """Versions and device in one dict, printed by the notebooks' environment check."""
+    return {**versions(), **{f"accel_{k}": v for k, v in accelerator().items()}}
+
+
+def peak_memory_gib(reset: bool = False) -> float:
+    """Peak accelerator memory allocated since the last reset (0 on a CPU)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return 0.0
+    peak = torch.cuda.max_memory_allocated() / 2**30
+    if reset:
+        torch.cuda.reset_peak_memory_stats()
+    return peak

@@ -1,0 +1,34 @@
+"""Exceptions raised by the cookbook helpers.
+
+Every error says what went wrong and what to do about it; callers never see a bare traceback without a message.
+"""
+
+from __future__ import annotations
+
+
+class CookbookError(Exception):
+    """Base class for every error the helpers raise on purpose."""
+
+
+class InvalidSettingError(CookbookError, ValueError):
+    """A preset, mode or generation setting is not one of the allowed values."""
+
+
+class MediaError(CookbookError):
+    """A conditioning image or video is missing or cannot be decoded, or written media is wrong."""
+
+
+class ModelUnavailableError(CookbookError):
+    """`MODEL` is neither a loadable local checkpoint nor a Hugging Face id this machine can fetch."""
+
+
+class GuardrailsUnavailableError(CookbookError):
+    """Guardrails were asked for but `cosmos_guardrail` (or its gated model) is not available."""
+
+
+class SoundNotSupportedError(CookbookError, ValueError):
+    """Sound was asked of a checkpoint that has no sound tokenizer."""
+
+
+class OutOfMemoryAdviceError(CookbookError, MemoryError):
+    """The accelerator ran out of memory; the message names a smaller preset."""

@@ -1,0 +1,331 @@
+"""Generation settings: resolution tiers, named presets and validated overrides.
+
+One `GenerationSettings` object feeds every backend: the Diffusers call (`helpers.pipeline.pipe_kwargs`) and the
+vLLM-Omni request (`helpers.omni_client`). Sizes come from a preset and its overrides, never from edited code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from helpers.errors import InvalidSettingError
+
+MODES: tuple[str, ...] = ("t2i", "t2v", "i2v", "v2v", "t2v_sound", "i2v_sound")
+MODE_TITLES: dict[str, str] = {
+    "t2i": "Text to image",
+    "t2v": "Text to video",
+    "i2v": "Image to video",
+    "v2v": "Video to video",
+    "t2v_sound": "Text to video with sound",
+    "i2v_sound": "Image to video with sound",
+}
+SOUND_MODES: frozenset[str] = frozenset({"t2v_sound", "i2v_sound"})
+IMAGE_CONDITIONED_MODES: frozenset[str] = frozenset({"i2v", "i2v_sound"})
+VIDEO_CONDITIONED_MODES: frozenset[str] = frozenset({"v2v"})
+
+TIERS: tuple[str, ...] = ("256p", "480p", "720p")
+ASPECT_RATIOS: tuple[str, ...] = ("16:9", "4:3", "1:1", "3:4", "9:16")
+# (width, height) for each tier and aspect ratio, as in vllm-omni's cosmos3 table and NVIDIA's README.
+SIZES: dict[str, dict[str, tuple[int, int]]] = {
+    "256p": {"16:9": (320, 192), "4:3": (320, 256), "1:1": (256, 256), "3:4": (256, 320), "9:16": (192, 320)},
+    "480p": {"16:9": (832, 480), "4:3": (736, 544), "1:1": (640, 640), "3:4": (544, 736), "9:16": (480, 832)},
+    "720p": {
+        "16:9": (1280, 720),
+        "4:3": (1104, 832),
+        "1:1": (960, 960),
+        "3:4": (832, 1104),
+        "9:16": (720, 1280),
+    },
+}
+FPS_CHOICES: tuple[int, ...] = (10, 16, 24, 30)
+MIN_FRAMES, MAX_FRAMES = 5, 297
+FRAME_CHOICES: tuple[int, ...] = tuple(range(MIN_FRAMES, MAX_FRAMES + 1, 4))
+SIZE_MULTIPLE = 16
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Everything that decides one generation, whatever backend runs it."""
+
+    mode: str
+    width: int
+    height: int
+    num_frames: int
+    fps: int
+    num_inference_steps: int
+    guidance_scale: float
+    flow_shift: float
+    seed: int
+    enable_sound: bool
+    preset: str
+    # Library switches applied to the loaded pipeline (see helpers.speed); empty for the plain presets.
+    speedups: tuple[str, ...] = field(default=())
+
+    @property
+    def is_image(self) -> bool:
+        return self.mode == "t2i"
+
+    @property
+    def size(self) -> str:
+        """The `WIDTHxHEIGHT` string used by the vLLM-Omni API."""
+        return f"{self.width}x{self.height}"
+
+    @property
+    def duration_s(self) -> float:
+        return 0.0 if self.is_image else self.num_frames / self.fps
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["speedups"] = list(self.speedups)
+        return data
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named bundle of defaults: one block for video modes, one for text-to-image."""
+
+    name: str
+    description: str
+    video_size: tuple[int, int]
+    num_frames: int
+    fps: int
+    steps: int
+    guidance_scale: float
+    flow_shift: float
+    image_size: tuple[int, int]
+    image_steps: int
+    image_guidance_scale: float
+    image_flow_shift: float
+    speedups: tuple[str, ...] = ()
+
+
+_VIDEO_DEFAULTS = {"fps": 24, "guidance_scale": 6.0, "flow_shift": 10.0}
+_IMAGE_DEFAULTS = {"image_size": (1024, 1024), "image_guidance_scale": 7.0, "image_flow_shift": 3.0}
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            name="smoke",
+            description="Tiny checkpoint on a CPU: 160x96, 17 frames, 2 steps. Checks that everything runs.",
+            video_size=(160, 96),
+            num_frames=17,
+            steps=2,
+            image_size=(128, 128),
+            image_steps=2,
+            image_guidance_scale=7.0,
+            image_flow_shift=3.0,
+            **_VIDEO_DEFAULTS,
+        ),
+        Preset(
+            name="draft",
+            description="256p 16:9, 93 frames (3.9 s), 20 steps: quick looks at a prompt.",
+            video_size=SIZES["256p"]["16:9"],
+            num_frames=93,
+            steps=20,
+            image_size=(512, 512),
+            image_steps=25,
+            image_guidance_scale=7.0,
+            image_flow_shift=3.0,
+            **_VIDEO_DEFAULTS,
+        ),
+        Preset(
+            name="default",
+            description="480p 16:9, 189 frames (7.9 s), 35 steps, guidance 6, flow shift 10.",
+            video_size=SIZES["480p"]["16:9"],
+            num_frames=189,
+            steps=35,
+            image_steps=50,
+            **_VIDEO_DEFAULTS,
+            **_IMAGE_DEFAULTS,
+        ),
+        Preset(
+            name="quality",
+            description="720p 16:9, 189 frames (7.9 s), 35 steps: the published full-quality setting.",
+            video_size=SIZES["720p"]["16:9"],
+            num_frames=189,
+            steps=35,
+            image_steps=50,
+            **_VIDEO_DEFAULTS,
+            **_IMAGE_DEFAULTS,
+        ),
+    )
+}
+
+_OVERRIDES = (
+    "tier",
+    "aspect_ratio",
+    "width",
+    "height",
+    "num_frames",
+    "fps",
+    "num_inference_steps",
+    "guidance_scale",
+    "flow_shift",
+    "seed",
+    "enable_sound",
+)
+
+
+def _allowed(values: Any) -> str:
+    return ", ".join(repr(v) for v in values)
+
+
+def parse_modes(modes: str | list[str] | tuple[str, ...]) -> list[str]:
+    """Turn `"t2v, i2v"` (or a list) into a validated list of modes, in the order given, without repeats."""
+    items = modes.split(",") if isinstance(modes, str) else list(modes)
+    chosen: list[str] = []
+    for raw in items:
+        mode = raw.strip()
+        if not mode:
+            continue
+        if mode == "all":
+            chosen.extend(m for m in MODES if m not in chosen)
+            continue
+        if mode not in MODES:
+            raise InvalidSettingError(f"Unknown mode {mode!r}. Allowed modes: {_allowed(MODES)} (or 'all').")
+        if mode not in chosen:
+            chosen.append(mode)
+    if not chosen:
+        raise InvalidSettingError(f"No mode selected. Pass a comma-separated list of: {_allowed(MODES)}.")
+    return chosen
+
+
+def get_preset(name: str) -> Preset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise InvalidSettingError(f"Unknown preset {name!r}. Allowed presets: {_allowed(PRESETS)}.") from None
+
+
+def size_for(tier: str, aspect_ratio: str = "16:9") -> tuple[int, int]:
+    """(width, height) of a resolution tier at an aspect ratio."""
+    if tier not in SIZES:
+        raise InvalidSettingError(f"Unknown resolution tier {tier!r}. Allowed tiers: {_allowed(TIERS)}.")
+    if aspect_ratio not in SIZES[tier]:
+        raise InvalidSettingError(
+            f"Unknown aspect ratio {aspect_ratio!r}. Allowed aspect ratios: {_allowed(ASPECT_RATIOS)}."
+        )
+    return SIZES[tier][aspect_ratio]
+
+
+def check_size(width: int, height: int) -> None:
+    for name, value in (("width", width), ("height", height)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise InvalidSettingError(f"{name} must be a positive whole number of pixels, got {value!r}.")
+        if value % SIZE_MULTIPLE:
+            lower = value - value % SIZE_MULTIPLE
+            raise InvalidSettingError(
+                f"{name}={value} is not a multiple of {SIZE_MULTIPLE}. Use {lower or SIZE_MULTIPLE} or "
+                f"{lower + SIZE_MULTIPLE}, or pick a tier ({_allowed(TIERS)}) and aspect ratio "
+                f"({_allowed(ASPECT_RATIOS)})."
+            )
+
+
+def check_num_frames(num_frames: int) -> None:
+    if num_frames not in FRAME_CHOICES:
+        raise InvalidSettingError(
+            f"num_frames={num_frames!r} is not allowed: use 4k+1 frames from {MIN_FRAMES} to {MAX_FRAMES} "
+            f"(5, 9, 13, ..., 189, ..., 297); the VAE compresses time 4x and would silently drop other counts."
+        )
+
+
+def check_fps(fps: int) -> None:
+    if fps not in FPS_CHOICES:
+        raise InvalidSettingError(f"fps={fps!r} is not allowed. Allowed frame rates: {_allowed(FPS_CHOICES)}.")
+
+
+def settings_for(mode: str, preset: str = "default", **overrides: Any) -> GenerationSettings:
+    """The settings for one mode under a named preset, with validated overrides.
+
+    Overrides: `tier` and `aspect_ratio` (together or alone) or `width` and `height`; `num_frames`, `fps`,
+    `num_inference_steps`, `guidance_scale`, `flow_shift`, `seed`, `enable_sound`. Any invalid value raises
+    `InvalidSettingError` naming the allowed values.
+    """
+    if mode not in MODES:
+        raise InvalidSettingError(f"Unknown mode {mode!r}. Allowed modes: {_allowed(MODES)}.")
+    unknown = sorted(set(overrides) - set(_OVERRIDES))
+    if unknown:
+        raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {_allowed(_OVERRIDES)}.")
+    p = get_preset(preset)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    is_image = mode == "t2i"
+
+    if ("width" in given) != ("height" in given):
+        raise InvalidSettingError("Give width and height together (or neither, to use the preset's size).")
+    if "width" in given and ("tier" in given or "aspect_ratio" in given):
+        raise InvalidSettingError("Give either width and height, or tier and aspect_ratio, not both.")
+    if "tier" in given or "aspect_ratio" in given:
+        tier = given.get("tier", "480p" if is_image else _tier_of(p.video_size) or "480p")
+        width, height = size_for(tier, given.get("aspect_ratio", "16:9"))
+    elif "width" in given:
+        width, height = given["width"], given["height"]
+    else:
+        width, height = p.image_size if is_image else p.video_size
+    check_size(width, height)
+
+    enable_sound = bool(given.get("enable_sound", mode in SOUND_MODES))
+    if is_image:
+        if given.get("num_frames", 1) != 1:
+            raise InvalidSettingError("Text-to-image makes one frame; leave num_frames unset for mode 't2i'.")
+        if enable_sound:
+            raise InvalidSettingError("Sound needs a video: use mode 't2v_sound' or 'i2v_sound', not 't2i'.")
+        num_frames = 1
+        steps, guidance, shift = p.image_steps, p.image_guidance_scale, p.image_flow_shift
+    else:
+        num_frames = given.get("num_frames", p.num_frames)
+        check_num_frames(num_frames)
+        steps, guidance, shift = p.steps, p.guidance_scale, p.flow_shift
+    fps = given.get("fps", p.fps)
+    check_fps(fps)
+
+    steps = given.get("num_inference_steps", steps)
+    if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= 200:
+        raise InvalidSettingError(f"num_inference_steps={steps!r} is not allowed: use a whole number from 1 to 200.")
+    guidance = float(given.get("guidance_scale", guidance))
+    if not 0.0 <= guidance <= 20.0:
+        raise InvalidSettingError(f"guidance_scale={guidance} is not allowed: use 0 to 20 (1 turns guidance off).")
+    shift = float(given.get("flow_shift", shift))
+    if shift <= 0:
+        raise InvalidSettingError(f"flow_shift={shift} is not allowed: use a positive number (video 10, image 3).")
+    seed = given.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise InvalidSettingError(f"seed={seed!r} is not allowed: use a whole number from 0 to 2**63-1.")
+
+    return GenerationSettings(
+        mode=mode,
+        width=width,
+        height=height,
+        num_frames=num_frames,
+        fps=fps,
+        num_inference_steps=steps,
+        guidance_scale=guidance,
+        flow_shift=shift,
+        seed=seed,
+        enable_sound=enable_sound,
+        preset=p.name,
+        speedups=p.speedups,
+    )
+
+
+def _tier_of(size: tuple[int, int]) -> str | None:
+    for tier, by_ratio in SIZES.items():
+        if size in by_ratio.values():
+            return tier
+    return None
+
+
+def describe_presets() -> list[Mapping[str, Any]]:
+    """One row per preset, for a table in the notebook."""
+    return [
+        {
+            "preset": p.name,
+            "video": f"{p.video_size[0]}x{p.video_size[1]}, {p.num_frames} frames @ {p.fps} fps, {p.steps} steps",
+            "image": f"{p.image_size[0]}x{p.image_size[1]}, {p.image_steps} steps",
+            "about": p.description,
+        }
+        for p in PRESETS.values()
+    ]

@@ -1,0 +1,121 @@
+"""Structured JSON prompts: load the bundled ones, add the generation metadata, serialise, count words.
+
+Cosmos 3 was trained on long structured JSON captions, and NVIDIA passes `json.dumps(caption)` as the prompt.
+Each bundled prompt (assets/prompts/<mode>.json) is such an object plus a `_cookbook` block that says which
+conditioning asset it belongs with; that block is ours and never sent to the model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from helpers.assets import asset_path
+from helpers.errors import InvalidSettingError
+from helpers.presets import MODE_TITLES, MODES, GenerationSettings
+
+COOKBOOK_KEY = "_cookbook"
+
+
+@cache
+def _read(name: str) -> dict[str, Any]:
+    path = asset_path(f"prompts/{name}.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InvalidSettingError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidSettingError(f"{path} must hold one JSON object.")
+    return data
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise InvalidSettingError(f"No bundled prompt for mode {mode!r}. Modes with prompts: {', '.join(MODES)}.")
+
+
+def load(mode: str) -> dict[str, Any]:
+    """The structured caption for a mode (a fresh copy, without the `_cookbook` block)."""
+    _check_mode(mode)
+    return {k: v for k, v in json.loads(json.dumps(_read(mode))).items() if k != COOKBOOK_KEY}
+
+
+def about(mode: str) -> dict[str, Any]:
+    _check_mode(mode)
+    return dict(_read(mode).get(COOKBOOK_KEY, {}))
+
+
+def conditioning(mode: str) -> Path:
+    """The bundled image or video that the prompt of an i2v / v2v mode continues."""
+    name = about(mode).get("conditioning")
+    if not name:
+        raise InvalidSettingError(f"Mode {mode!r} takes no conditioning image or video.")
+    return asset_path(name)
+
+
+def negative_prompt() -> str:
+    return str(_read("negative")["negative_prompt"])
+
+
+def is_structured(prompt: str) -> bool:
+    """True when the prompt text is a JSON object (a structured caption)."""
+    text = prompt.strip()
+    if not text.startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(text), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def with_metadata(caption: dict[str, Any], width: int, height: int, num_frames: int, fps: float) -> dict[str, Any]:
+    """The caption with the resolution, duration and frame rate of the generation filled in.
+
+    The captions Cosmos 3 was trained on state these, and vLLM-Omni injects the same keys into JSON prompts, so
+    both backends see the same text.
+    """
+    out = dict(caption)
+    out["resolution"] = {"height": height, "width": width}
+    if num_frames > 1:
+        out["duration"] = f"{num_frames / fps:.1f} seconds"
+        out["fps"] = int(fps) if float(fps).is_integer() else fps
+    return out
+
+
+def compact(caption: dict[str, Any]) -> str:
+    """One line of JSON, as the model was trained on (`json.dumps` with its default separators)."""
+    return json.dumps(caption, ensure_ascii=False)
+
+
+def prompt_text(mode: str, settings: GenerationSettings) -> str:
+    """The prompt string to send for a mode under the given settings."""
+    caption = with_metadata(load(mode), settings.width, settings.height, settings.num_frames, settings.fps)
+    return compact(caption)
+
+
+def count_words(value: Any) -> int:
+    """Words in every string value of a caption (or in a plain string)."""
+    if isinstance(value, str):
+        return len(re.findall(r"\S+", value))
+    if isinstance(value, dict):
+        return sum(count_words(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(count_words(v) for v in value)
+    return 0
+
+
+def describe(modes: list[str] | tuple[str, ...] = MODES) -> list[dict[str, Any]]:
+    """One row per mode: its title, prompt title, word count and conditioning file."""
+    return [
+        {
+            "mode": mode,
+            "what": MODE_TITLES[mode],
+            "prompt": about(mode).get("title", ""),
+            "words": count_words(load(mode)),
+            "conditioning": about(mode).get("conditioning") or "",
+        }
+        for mode in modes
+    ]

@@ -1,0 +1,246 @@
+"""Run folders and their manifest: every notebook run writes into a new folder and lists what it made.
+
+Layout: `<output_dir>/<backend>-<YYYYmmdd-HHMMSS>-<n>/` holding the media files and `manifest.json`. A folder is
+created with an exclusive `mkdir`, so runs never overwrite each other, and the manifest is rewritten atomically
+after each output, so it always lists exactly the files that were completely written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from helpers import media
+from helpers.errors import MediaError, OutOfMemoryAdviceError, SoundNotSupportedError
+from helpers.presets import GenerationSettings
+
+MANIFEST_NAME = "manifest.json"
+SMALLER_PRESET = {"quality": "default", "default": "draft", "draft": "smoke"}
+
+
+def oom_advice(settings: GenerationSettings, exc: BaseException) -> OutOfMemoryAdviceError:
+    smaller = SMALLER_PRESET.get(settings.preset)
+    hint = f"PRESET={smaller!r}" if smaller else "a smaller size or fewer frames"
+    return OutOfMemoryAdviceError(
+        f"Out of accelerator memory generating {settings.mode} at {settings.size}, {settings.num_frames} frames "
+        f"(preset {settings.preset!r}). Try {hint}, or free memory held by other notebooks. Original error: "
+        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    )
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+@dataclass
+class Output:
+    """One file the run produced, as listed in the manifest."""
+
+    mode: str
+    path: str  # relative to the run folder
+    kind: str
+    width: int
+    height: int
+    num_frames: int
+    fps: float
+    has_audio: bool
+    seed: int
+    model: str
+    settings: dict[str, Any]
+    seconds: float
+    audio: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        data.update(data.pop("extra"))
+        return data
+
+
+class Run:
+    """A fresh output folder and the manifest of what was written into it."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        backend: str,
+        model: str,
+        info: dict[str, Any] | None = None,
+        sample_rate: int | None = None,
+    ):
+        self.path = path
+        self.sample_rate = sample_rate
+        self.backend = backend
+        self.model = model
+        self.info = dict(info or {})
+        self.outputs: list[Output] = []
+        self.started = datetime.now().isoformat(timespec="seconds")
+        self._write_manifest()
+
+    @classmethod
+    def create(
+        cls,
+        output_dir: str | os.PathLike[str],
+        *,
+        backend: str,
+        model: str,
+        info: dict[str, Any] | None = None,
+        sample_rate: int | None = None,
+    ) -> Run:
+        """A new, empty run folder under `output_dir`. `sample_rate` is the checkpoint's audio rate, if any."""
+        root = Path(output_dir).expanduser().resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        for n in range(1, 10_000):
+            path = root / f"{backend}-{stamp}-{n}"
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            return cls(path, backend=backend, model=model, info=info, sample_rate=sample_rate)
+        raise MediaError(f"Could not create a new run folder under {root}.")
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST_NAME
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            "started": self.started,
+            "info": self.info,
+            "outputs": [o.to_dict() for o in self.outputs],
+        }
+
+    def _write_manifest(self) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=".manifest-", suffix=".json", dir=self.path)
+        with os.fdopen(fd, "w") as out:
+            json.dump(self.manifest(), out, indent=2)
+        os.replace(tmp, self.manifest_path)
+
+    def record(
+        self,
+        mode: str,
+        file: Path,
+        settings: GenerationSettings,
+        seconds: float,
+        **extra: Any,
+    ) -> Output:
+        """Probe a written file and add it to the manifest (what it really holds, not what was asked)."""
+        info = media.probe(file)
+        output = Output(
+            mode=mode,
+            path=str(file.relative_to(self.path)),
+            kind=info.kind,
+            width=info.width,
+            height=info.height,
+            num_frames=info.num_frames,
+            fps=info.fps,
+            has_audio=info.has_audio,
+            seed=settings.seed,
+            model=self.model,
+            settings=settings.to_dict(),
+            seconds=round(seconds, 3),
+            audio=info.audio.__dict__ if info.audio else None,
+            extra=extra,
+        )
+        self.outputs.append(output)
+        self._write_manifest()
+        return output
+
+    def file_for(self, mode: str, suffix: str) -> Path:
+        return self.path / f"{mode}{suffix}"
+
+    @contextlib.contextmanager
+    def generation(self, mode: str, settings: GenerationSettings) -> Iterator[Generation]:
+        """Time one generation, turn an out-of-memory error into advice, and record what it saves."""
+        gen = Generation(self, mode, settings)
+        try:
+            yield gen
+        except Exception as exc:
+            if _is_oom(exc):
+                raise oom_advice(settings, exc) from exc
+            raise
+        if not gen.outputs:
+            raise MediaError(f"The {mode} generation finished without saving anything: call gen.save(output).")
+
+    def summary(self) -> list[dict[str, Any]]:
+        rows = []
+        for o in self.outputs:
+            rows.append(
+                {
+                    "mode": o.mode,
+                    "file": o.path,
+                    "size": f"{o.width}x{o.height}" if o.width else "",
+                    "frames": o.num_frames or "",
+                    "fps": o.fps or "",
+                    "sound": "AAC" if o.has_audio and o.kind == "video" else ("PCM" if o.kind == "audio" else ""),
+                    "seconds": o.seconds,
+                }
+            )
+        return rows
+
+
+class Generation:
+    """Handle given by `Run.generation`: saves the pipeline output and records it."""
+
+    def __init__(self, run: Run, mode: str, settings: GenerationSettings):
+        self.run = run
+        self.mode = mode
+        self.settings = settings
+        self.started = time.perf_counter()
+        self.outputs: list[Output] = []
+        self.extra: dict[str, Any] = {}
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.started
+
+    def save(self, output: Any, **extra: Any) -> list[Output]:
+        """Write a pipeline output (`.video`, `.sound`) as PNG, or MP4 (+ WAV when there is sound)."""
+        seconds = self.seconds
+        s = self.settings
+        extra = {**self.extra, **extra}
+        if s.is_image:
+            file = media.write_image(self.run.file_for(self.mode, ".png"), output.video)
+            self.outputs.append(self.run.record(self.mode, file, s, seconds, **extra))
+            return self.outputs
+        sound = getattr(output, "sound", None)
+        if s.enable_sound and sound is None:
+            raise SoundNotSupportedError(f"Sound was asked for in {self.mode!r} but the pipeline returned none.")
+        rate = self.run.sample_rate if s.enable_sound else None
+        if s.enable_sound and not rate:
+            raise SoundNotSupportedError(
+                "Sound needs the sample rate: create the run with sample_rate=helpers.pipeline.sample_rate(pipe)."
+            )
+        file = media.write_video(
+            self.run.file_for(self.mode, ".mp4"), output.video, s.fps, audio=sound if s.enable_sound else None, sample_rate=rate
+        )
+        self.outputs.append(self.run.record(self.mode, file, s, seconds, **extra))
+        if s.enable_sound:
+            wav = media.write_wav(
+                self.run.file_for(self.mode, ".wav"), media.fit_audio(sound, rate, s.duration_s), rate
+            )
+            self.outputs.append(self.run.record(self.mode, wav, s, seconds, **extra))
+        return self.outputs
+
+    def save_file(self, data: bytes, suffix: str, **extra: Any) -> list[Output]:
+        """Store media that arrived as bytes (from a server) and record it after probing."""
+        seconds = self.seconds
+        target = self.run.file_for(self.mode, suffix)
+        with media.atomic_target(target) as tmp:
+            tmp.write_bytes(data)
+        self.outputs.append(self.run.record(self.mode, target, self.settings, seconds, **{**self.extra, **extra}))
+        return self.outputs

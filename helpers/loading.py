@@ -123,7 +123,7 @@ def load_pipeline(
         _check_guardrails_available(model)
     target = choose_device(device)
     torch_dtype = choose_dtype(target, dtype)
-    kwargs: dict[str, Any] = {"torch_dtype": torch_dtype, "enable_safety_checker": use_guardrails}
+    kwargs: dict[str, Any] = {"dtype": torch_dtype, "enable_safety_checker": use_guardrails}
     try:
         pipe = Cosmos3OmniPipeline.from_pretrained(path, **kwargs)
     except ImportError as exc:

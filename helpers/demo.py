@@ -1,0 +1,43 @@
+"""`python -m helpers.demo`: run every cookbook notebook on a model and list the media it wrote."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from helpers import notebooks
+from helpers.runs import MANIFEST_NAME
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="tiny", help="Hugging Face id, local folder, or 'tiny' (default)")
+    parser.add_argument("--preset", default="smoke", help="smoke (default), draft, default or quality")
+    parser.add_argument("--modes", default="t2i,t2v,i2v,v2v,t2v_sound,i2v_sound")
+    parser.add_argument("--output-dir", default="outputs/demo", help="where executed notebooks and media go")
+    args = parser.parse_args(argv)
+
+    out = Path(args.output_dir).resolve()
+    for name in notebooks.available():
+        start = time.perf_counter()
+        executed = out / name.replace(".ipynb", ".executed.ipynb")
+        print(f"Running {name} (MODEL={args.model}, PRESET={args.preset}) ...", flush=True)
+        notebooks.execute(
+            name,
+            executed,
+            {"MODEL": args.model, "PRESET": args.preset, "MODES": args.modes, "OUTPUT_DIR": str(out / "media")},
+        )
+        run = notebooks.run_folder_from(executed)
+        manifest = json.loads((run / MANIFEST_NAME).read_text())
+        print(f"  done in {time.perf_counter() - start:.1f} s; executed notebook: {executed}")
+        for item in manifest["outputs"]:
+            extra = f" {item['num_frames']} frames @ {item['fps']:g} fps" if item["kind"] == "video" else ""
+            sound = " + AAC sound" if item["has_audio"] and item["kind"] == "video" else ""
+            print(f"  {run / item['path']}: {item['kind']} {item['width']}x{item['height']}{extra}{sound}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up (if needed), then run the cookbook notebooks on the offline tiny checkpoint, writing real media files.
+# Executed notebooks and media land in outputs/demo/. Override with MODEL=... PRESET=... bash scripts/demo.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec .venv/bin/python -m helpers.demo --model "${MODEL:-tiny}" --preset "${PRESET:-smoke}" --output-dir outputs/demo

@@ -1,0 +1,25 @@
+"""Shared fixtures. The tiny checkpoint cache lives in a per-session folder so tests never touch ~/.cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cache = tmp_path_factory.mktemp("cosmos3-cache")
+    os.environ["COSMOS3_COOKBOOK_CACHE"] = str(cache)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return cache
+
+
+@pytest.fixture(scope="session")
+def tiny_pipe(_isolated_cache: Path):
+    """The tiny checkpoint loaded through `from_pretrained`, on the CPU in float32."""
+    from helpers.loading import load_pipeline
+
+    pipe, info = load_pipeline("tiny", device="cpu", progress=False)
+    return pipe, info

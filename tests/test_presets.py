@@ -1,0 +1,108 @@
+"""Presets and overrides: every tier and aspect ratio gives the published size, every bad value is rejected
+with a message that lists what is allowed."""
+
+import pytest
+
+from helpers import presets
+from helpers.errors import InvalidSettingError
+
+PUBLISHED = {
+    ("256p", "16:9"): (320, 192), ("256p", "4:3"): (320, 256), ("256p", "1:1"): (256, 256),
+    ("256p", "3:4"): (256, 320), ("256p", "9:16"): (192, 320),
+    ("480p", "16:9"): (832, 480), ("480p", "4:3"): (736, 544), ("480p", "1:1"): (640, 640),
+    ("480p", "3:4"): (544, 736), ("480p", "9:16"): (480, 832),
+    ("720p", "16:9"): (1280, 720), ("720p", "4:3"): (1104, 832), ("720p", "1:1"): (960, 960),
+    ("720p", "3:4"): (832, 1104), ("720p", "9:16"): (720, 1280),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("tier", "ratio"), sorted(PUBLISHED))
+def test_every_tier_and_aspect_ratio_gives_the_published_size(tier, ratio):
+    s = presets.settings_for("t2v", "default", tier=tier, aspect_ratio=ratio)
+    assert (s.width, s.height) == PUBLISHED[(tier, ratio)]
+    assert s.width % 16 == 0 and s.height % 16 == 0
+
+
+def test_default_preset_matches_the_published_video_and_image_settings():
+    v = presets.settings_for("t2v", "default")
+    assert (v.width, v.height, v.num_frames, v.fps) == (832, 480, 189, 24)
+    assert (v.num_inference_steps, v.guidance_scale, v.flow_shift, v.enable_sound) == (35, 6.0, 10.0, False)
+    i = presets.settings_for("t2i", "default")
+    assert (i.width, i.height, i.num_frames, i.num_inference_steps, i.guidance_scale, i.flow_shift) == (
+        1024, 1024, 1, 50, 7.0, 3.0,
+    )  # fmt: skip
+
+
+def test_named_presets_cover_the_tiers():
+    assert presets.settings_for("t2v", "draft").size == "320x192"
+    assert presets.settings_for("t2v", "quality").size == "1280x720"
+    smoke = presets.settings_for("t2v", "smoke")
+    assert smoke.num_inference_steps == 2 and smoke.num_frames == 17
+
+
+def test_sound_modes_turn_sound_on_and_others_leave_it_off():
+    assert presets.settings_for("t2v_sound", "smoke").enable_sound
+    assert presets.settings_for("i2v_sound", "smoke").enable_sound
+    assert not presets.settings_for("i2v", "smoke").enable_sound
+
+
+def test_overrides_are_applied():
+    s = presets.settings_for("t2v", "smoke", num_frames=9, fps=16, seed=7, num_inference_steps=3,
+                             guidance_scale=1.0, flow_shift=5.0, width=320, height=176)  # fmt: skip
+    assert (s.num_frames, s.fps, s.seed, s.num_inference_steps, s.guidance_scale, s.flow_shift) == (9, 16, 7, 3, 1.0, 5.0)
+    assert s.size == "320x176"
+    assert s.duration_s == pytest.approx(9 / 16)
+
+
+def test_every_frame_count_of_the_form_4k_plus_1_is_accepted():
+    for n in range(5, 298, 4):
+        assert presets.settings_for("t2v", "smoke", num_frames=n).num_frames == n
+
+
+@pytest.mark.parametrize(
+    ("overrides", "mentions"),
+    [
+        ({"tier": "1080p"}, "256p"),
+        ({"aspect_ratio": "21:9"}, "16:9"),
+        ({"fps": 25}, "10, 16, 24, 30"),
+        ({"num_frames": 10}, "4k+1"),
+        ({"num_frames": 1}, "4k+1"),
+        ({"num_frames": 301}, "297"),
+        ({"width": 1000, "height": 480}, "multiple of 16"),
+        ({"width": 832, "height": 470}, "multiple of 16"),
+        ({"width": 832}, "together"),
+        ({"width": 832, "height": 480, "tier": "480p"}, "not both"),
+        ({"num_inference_steps": 0}, "1 to 200"),
+        ({"guidance_scale": 25.0}, "0 to 20"),
+        ({"flow_shift": 0.0}, "positive"),
+        ({"seed": -1}, "2**63"),
+        ({"colour": "red"}, "Allowed overrides"),
+    ],
+)
+def test_bad_overrides_are_rejected_with_the_allowed_values(overrides, mentions):
+    with pytest.raises(InvalidSettingError) as err:
+        presets.settings_for("t2v", "default", **overrides)
+    assert mentions in str(err.value)
+
+
+def test_unknown_preset_and_mode_list_the_allowed_names():
+    with pytest.raises(InvalidSettingError, match="'smoke', 'draft', 'default', 'quality'"):
+        presets.settings_for("t2v", "ultra")
+    with pytest.raises(InvalidSettingError, match="t2i.*i2v_sound"):
+        presets.settings_for("t3v", "default")
+
+
+def test_text_to_image_rejects_frames_and_sound():
+    with pytest.raises(InvalidSettingError, match="one frame"):
+        presets.settings_for("t2i", "default", num_frames=9)
+    with pytest.raises(InvalidSettingError, match="t2v_sound"):
+        presets.settings_for("t2i", "default", enable_sound=True)
+
+
+def test_parse_modes_keeps_order_drops_repeats_and_rejects_unknown():
+    assert presets.parse_modes(" t2v, t2i ,t2v") == ["t2v", "t2i"]
+    assert presets.parse_modes("all") == list(presets.MODES)
+    with pytest.raises(InvalidSettingError, match="Allowed modes"):
+        presets.parse_modes("t2v,t2x")
+    with pytest.raises(InvalidSettingError, match="No mode"):
+        presets.parse_modes(" , ")

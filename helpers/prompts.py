@@ -74,14 +74,17 @@ def is_structured(prompt: str) -> bool:
 def with_metadata(caption: dict[str, Any], width: int, height: int, num_frames: int, fps: float) -> dict[str, Any]:
     """The caption with the resolution, duration and frame rate of the generation filled in.
 
-    The captions Cosmos 3 was trained on state these, and vLLM-Omni injects the same keys into JSON prompts, so
-    both backends see the same text.
+    The keys and formats are vLLM-Omni's (`_format_json_object_prompt` in its Cosmos 3 pipeline), which
+    rewrites them the same way on the server, so both backends send the model the same text.
     """
     out = dict(caption)
-    out["resolution"] = {"height": height, "width": width}
+    out["resolution"] = {"H": height, "W": width}
     if num_frames > 1:
-        out["duration"] = f"{num_frames / fps:.1f} seconds"
-        out["fps"] = int(fps) if float(fps).is_integer() else fps
+        out["duration"] = f"{int(num_frames / fps)}s"
+        out["fps"] = float(fps)
+    else:
+        out.pop("duration", None)
+        out.pop("fps", None)
     return out
 
 

@@ -1,0 +1,61 @@
+"""Checks shared by the notebook tests: every file a run lists is decoded and must match its settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from helpers import media, presets
+
+# What each file of a mode must be: (kind, suffix). Sound modes also write the audio as a WAV.
+EXPECTED_FILES = {
+    "t2i": [("image", ".png")],
+    "t2v": [("video", ".mp4")],
+    "i2v": [("video", ".mp4")],
+    "v2v": [("video", ".mp4")],
+    "t2v_sound": [("video", ".mp4"), ("audio", ".wav")],
+    "i2v_sound": [("video", ".mp4"), ("audio", ".wav")],
+}
+
+
+def check_run(run_dir: Path, modes: list[str], preset: str, seed: int) -> dict[str, Any]:
+    """Decode every output listed in the manifest and compare it with the settings of its mode."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    listed = sorted((o["mode"], o["kind"]) for o in manifest["outputs"])
+    expected = sorted((m, kind) for m in modes for kind, _ in EXPECTED_FILES[m])
+    assert listed == expected, f"manifest lists {listed}, expected {expected}"
+    for out in manifest["outputs"]:
+        s = presets.settings_for(out["mode"], preset, seed=seed)
+        path = run_dir / out["path"]
+        info = media.probe(path)
+        assert out["seed"] == seed and out["settings"]["preset"] == preset
+        assert out["seconds"] > 0
+        if out["kind"] == "image":
+            assert path.suffix == ".png"
+            assert (info.width, info.height) == (s.width, s.height)
+        elif out["kind"] == "video":
+            assert path.suffix == ".mp4" and (info.codec, info.pix_fmt) == ("h264", "yuv420p")
+            assert (info.width, info.height, info.num_frames, info.fps) == (s.width, s.height, s.num_frames, s.fps)
+            assert info.has_audio == s.enable_sound, f"{path}: audio stream present={info.has_audio}"
+            if s.enable_sound:
+                assert (info.audio.codec, info.audio.channels, info.audio.sample_rate) == ("aac", 2, 48000)
+                assert abs(info.audio.duration_s - s.duration_s) < 0.05
+        else:
+            assert path.suffix == ".wav" and info.audio.channels == 2
+            assert abs(info.audio.duration_s - s.duration_s) < 1e-3
+        # The manifest reports what the file holds, not what was asked.
+        assert (out["width"], out["height"], out["num_frames"], out["has_audio"]) == (
+            info.width, info.height, info.num_frames, info.has_audio,
+        )  # fmt: skip
+    return manifest
+
+
+def error_outputs(executed: Path) -> list[str]:
+    nb = json.loads(executed.read_text())
+    return [
+        f"{o.get('ename')}: {o.get('evalue')}"
+        for cell in nb["cells"]
+        for o in cell.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]

@@ -1,0 +1,83 @@
+"""run_with_diffusers.ipynb end to end on the tiny checkpoint, by papermill and by nbmake, with every output
+decoded and checked; and its parameters and bad-input behaviour."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+
+from helpers import notebooks
+from helpers.assets import notebook_path
+from tests.notebook_checks import check_run, error_outputs
+
+NAME = "run_with_diffusers.ipynb"
+ALL_MODES = ["t2i", "t2v", "i2v", "v2v", "t2v_sound", "i2v_sound"]
+TEST_PARAMETERS = {"MODEL", "PRESET", "SEED", "MODES", "OUTPUT_DIR", "IMAGE", "VIDEO", "GUARDRAILS", "DEVICE"}
+
+pytestmark = pytest.mark.notebook
+
+
+def test_parameters_used_by_tests_and_docs_exist_in_the_notebook():
+    # papermill only warns on a misspelled parameter and runs with the default, so check names explicitly.
+    assert TEST_PARAMETERS <= notebooks.parameter_names(NAME)
+    inspected = papermill.inspect_notebook(str(notebook_path(NAME)))
+    assert inspected["MODEL"]["default"] == '"nvidia/Cosmos3-Nano"'
+    assert all(p["help"] for p in inspected.values()), "every parameter documents itself with a comment"
+
+
+def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(tmp_path):
+    executed = notebooks.execute(
+        NAME, tmp_path / "out.ipynb", {"MODEL": "tiny", "PRESET": "smoke", "SEED": 5, "OUTPUT_DIR": str(tmp_path / "media")}
+    )
+    assert error_outputs(executed) == []
+    run_dir = notebooks.run_folder_from(executed)
+    assert run_dir.parent == tmp_path / "media"
+    check_run(run_dir, ALL_MODES, "smoke", 5)
+    # A second run writes a new folder and leaves the first untouched.
+    before = {p: p.read_bytes() for p in run_dir.iterdir()}
+    again = notebooks.run_folder_from(
+        notebooks.execute(NAME, tmp_path / "again.ipynb", {"MODEL": "tiny", "PRESET": "smoke", "MODES": "t2i", "SEED": 5, "OUTPUT_DIR": str(tmp_path / "media")})
+    )
+    assert again != run_dir
+    assert {p: p.read_bytes() for p in run_dir.iterdir()} == before
+
+
+def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
+    # nbmake takes no parameters: inject them into a copy the way papermill does, then let nbmake run it.
+    nb = papermill.iorw.load_notebook_node(str(notebook_path(NAME)))
+    params = {"MODEL": "tiny", "PRESET": "smoke", "MODES": "t2v_sound,v2v", "OUTPUT_DIR": str(tmp_path / "media")}
+    nbformat.write(papermill.parameterize.parameterize_notebook(nb, params), tmp_path / NAME)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbmake", "-p", "no:cacheprovider", "-q", str(tmp_path / NAME)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "1 passed" in result.stdout
+    (run_dir,) = (tmp_path / "media").iterdir()
+    check_run(run_dir, ["t2v_sound", "v2v"], "smoke", 0)
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({"PRESET": "ultra"}, "Unknown preset 'ultra'. Allowed presets: 'smoke'"),
+        ({"MODES": "t2v,t2x"}, "Unknown mode 't2x'"),
+        ({"IMAGE": "/no/such/image.png", "MODES": "i2v"}, "Conditioning image not found: /no/such/image.png"),
+    ],
+)
+def test_bad_parameters_stop_the_notebook_with_a_clear_message_and_write_nothing(tmp_path, parameters, message):
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        notebooks.execute(NAME, tmp_path / "out.ipynb", {"MODEL": "tiny", "PRESET": "smoke", "OUTPUT_DIR": str(tmp_path / "media"), **parameters})
+    assert message in str(err.value)
+    media_files = [p for p in (tmp_path / "media").rglob("*") if p.is_file() and p.name != "manifest.json"] if (tmp_path / "media").exists() else []
+    assert media_files == []
+
+
+def test_misspelled_parameters_are_refused_instead_of_ignored(tmp_path):
+    with pytest.raises(ValueError, match="PRESETS"):
+        notebooks.execute(NAME, tmp_path / "out.ipynb", {"MODEL": "tiny", "PRESETS": "smoke"})

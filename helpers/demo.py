@@ -27,7 +27,12 @@ def main(argv: list[str] | None = None) -> int:
         notebooks.execute(
             name,
             executed,
-            {"MODEL": args.model, "PRESET": args.preset, "MODES": args.modes, "OUTPUT_DIR": str(out / "media")},
+            {
+                "MODEL": args.model,
+                "PRESET": args.preset,
+                "MODES": args.modes,
+                "OUTPUT_DIR": str(out / "media"),
+            },
         )
         run = notebooks.run_folder_from(executed)
         manifest = json.loads((run / MANIFEST_NAME).read_text())

@@ -96,7 +96,5 @@ def table(rows: Iterable[Mapping[str, Any]]) -> Any:
     if not rows:
         return HTML("<p><em>Nothing to show.</em></p>")
     head = "".join(f"<th>{html.escape(str(k))}</th>" for k in rows[0])
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>" for row in rows
-    )
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>" for row in rows)
     return HTML(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")

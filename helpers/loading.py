@@ -39,7 +39,9 @@ def choose_device(device: str = "auto") -> torch.device:
         try:
             chosen = torch.device(device)
         except RuntimeError as exc:
-            raise ModelUnavailableError(f"Unknown device {device!r}: use 'auto', 'cuda', 'cuda:N', 'mps' or 'cpu'.") from exc
+            raise ModelUnavailableError(
+                f"Unknown device {device!r}: use 'auto', 'cuda', 'cuda:N', 'mps' or 'cpu'."
+            ) from exc
         if chosen.type == "cuda" and not torch.cuda.is_available():
             raise ModelUnavailableError(f"DEVICE={device!r} but this machine has no CUDA GPU: use 'auto' or 'cpu'.")
         return chosen
@@ -54,7 +56,12 @@ def choose_dtype(device: torch.device, dtype: str = "auto") -> torch.dtype:
     """bf16 on CUDA (what the checkpoints are trained and published in), float32 elsewhere."""
     import torch
 
-    names = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+    names = {
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "float32": torch.float32,
+    }
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     if dtype not in names:
@@ -128,7 +135,9 @@ def load_pipeline(
         pipe = Cosmos3OmniPipeline.from_pretrained(path, **kwargs)
     except ImportError as exc:
         if use_guardrails:
-            raise GuardrailsUnavailableError(f"Guardrails could not be loaded: {exc}. Set GUARDRAILS=False to run without them.") from exc
+            raise GuardrailsUnavailableError(
+                f"Guardrails could not be loaded: {exc}. Set GUARDRAILS=False to run without them."
+            ) from exc
         raise
     except (OSError, ValueError) as exc:
         if source == "hub":

@@ -85,5 +85,8 @@ def free_memory() -> dict[str, float]:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-        return {"allocated_gib": torch.cuda.memory_allocated() / 2**30, "reserved_gib": torch.cuda.memory_reserved() / 2**30}
+        return {
+            "allocated_gib": torch.cuda.memory_allocated() / 2**30,
+            "reserved_gib": torch.cuda.memory_reserved() / 2**30,
+        }
     return {"allocated_gib": 0.0, "reserved_gib": 0.0}

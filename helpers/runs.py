@@ -226,7 +226,11 @@ class Generation:
                 "Sound needs the sample rate: create the run with sample_rate=helpers.pipeline.sample_rate(pipe)."
             )
         file = media.write_video(
-            self.run.file_for(self.mode, ".mp4"), output.video, s.fps, audio=sound if s.enable_sound else None, sample_rate=rate
+            self.run.file_for(self.mode, ".mp4"),
+            output.video,
+            s.fps,
+            audio=sound if s.enable_sound else None,
+            sample_rate=rate,
         )
         self.outputs.append(self.run.record(self.mode, file, s, seconds, **extra))
         if s.enable_sound:

@@ -53,9 +53,7 @@ def value_noise(height: int, width: int, cell: float, rng: np.random.Generator) 
     grid_h = max(2, int(math.ceil(height / cell)) + 2)
     grid_w = max(2, int(math.ceil(width / cell)) + 2)
     grid = rng.random((grid_h, grid_w), dtype=np.float32)
-    big = Image.fromarray(grid, mode="F").resize(
-        (int(grid_w * cell), int(grid_h * cell)), Image.Resampling.BICUBIC
-    )
+    big = Image.fromarray(grid, mode="F").resize((int(grid_w * cell), int(grid_h * cell)), Image.Resampling.BICUBIC)
     arr = np.asarray(big, dtype=np.float32)[:height, :width]
     return np.clip(arr, 0.0, 1.0)
 
@@ -72,15 +70,11 @@ def fbm(height: int, width: int, cell: float, octaves: int, rng: np.random.Gener
     return total / norm
 
 
-def stretched_noise(
-    height: int, width: int, cell_y: float, cell_x: float, rng: np.random.Generator
-) -> np.ndarray:
+def stretched_noise(height: int, width: int, cell_y: float, cell_x: float, rng: np.random.Generator) -> np.ndarray:
     """Anisotropic value noise (long streaks along x when ``cell_x`` > ``cell_y``)."""
     scale = cell_x / cell_y
     base = value_noise(height, max(2, int(width / scale) + 2), cell_y, rng)
-    img = Image.fromarray(base, mode="F").resize(
-        (int(base.shape[1] * scale), height), Image.Resampling.BICUBIC
-    )
+    img = Image.fromarray(base, mode="F").resize((int(base.shape[1] * scale), height), Image.Resampling.BICUBIC)
     return np.clip(np.asarray(img, dtype=np.float32)[:, :width], 0.0, 1.0)
 
 
@@ -182,10 +176,7 @@ def render_harbor(seed: int = 7) -> Image.Image:
     # Sea: darkened mirror of the sky, horizontal ripple texture, glitter path under the sun.
     sea_h = quay_top - horizon
     mirror = img[horizon - sea_h : horizon][::-1]  # the sky just above the horizon, flipped
-    mirror = (
-        np.asarray(Image.fromarray((mirror * 255).astype(np.uint8)).resize((W, sea_h)), dtype=np.float32)
-        / 255
-    )
+    mirror = np.asarray(Image.fromarray((mirror * 255).astype(np.uint8)).resize((W, sea_h)), dtype=np.float32) / 255
     depth = np.linspace(0.0, 1.0, sea_h, dtype=np.float32)[:, None, None]
     water = mirror * (0.78 - 0.30 * depth) + rgb((20, 24, 48)) * (0.22 + 0.30 * depth)
     ripple = stretched_noise(sea_h, W, 0.009 * H, 0.12 * W, rng)
@@ -300,9 +291,7 @@ def render_harbor(seed: int = 7) -> Image.Image:
     )
     for end in [(boom_x0 + 20, boom_y - 14), (int(0.45 * W), boom_y - 14), (boom_x1 - 10, boom_y - 14)]:
         d.line([apex, end], fill=(70, 30, 30), width=6)  # forestays and backstays
-    d.rectangle(
-        [leg_r - 10, boom_y - 70, leg_r + int(0.07 * W), boom_y - 18], fill=(170, 160, 150)
-    )  # machinery
+    d.rectangle([leg_r - 10, boom_y - 70, leg_r + int(0.07 * W), boom_y - 18], fill=(170, 160, 150))  # machinery
     for wx in range(leg_r + 6, leg_r + int(0.065 * W), 22):
         d.rectangle([wx, boom_y - 58, wx + 10, boom_y - 46], fill=(255, 214, 150))
     # Trolley, hoist ropes and a container hanging under the boom, over the ship.
@@ -369,9 +358,7 @@ def _segment(
     side = 1.0 if ny > 0 else -1.0  # put the shadow on the lower side
     for frac, col, w in ((0.62, shade, 0.34), (-0.55, light, 0.16)):
         off = side * frac * half
-        d.line(
-            [(ax + nx * off, ay + ny * off), (bx + nx * off, by + ny * off)], fill=col, width=int(w * width)
-        )
+        d.line([(ax + nx * off, ay + ny * off), (bx + nx * off, by + ny * off)], fill=col, width=int(w * width))
 
 
 def render_workbench(seed: int = 11) -> Image.Image:
@@ -398,9 +385,7 @@ def render_workbench(seed: int = 11) -> Image.Image:
     d.rectangle([pb[0], pb[3] - 8, pb[2], pb[3]], fill=(120, 98, 72))
     # Wrench, screwdriver, pliers, tape roll, cable coil.
     d.line([(int(0.50 * W), int(0.13 * H)), (int(0.50 * W), int(0.33 * H))], fill=(150, 154, 160), width=16)
-    d.ellipse(
-        [int(0.50 * W) - 26, int(0.11 * H) - 26, int(0.50 * W) + 26, int(0.11 * H) + 26], fill=(150, 154, 160)
-    )
+    d.ellipse([int(0.50 * W) - 26, int(0.11 * H) - 26, int(0.50 * W) + 26, int(0.11 * H) + 26], fill=(150, 154, 160))
     d.ellipse(
         [int(0.50 * W) - 11, int(0.095 * H) - 14, int(0.50 * W) + 11, int(0.095 * H) + 8],
         fill=(168, 140, 104),
@@ -483,9 +468,7 @@ def render_workbench(seed: int = 11) -> Image.Image:
     # Blue plastic parts tray (open box seen from above and in front).
     x0, y0, x1, y1 = tray
     d.polygon([(x0 + 24, y0), (x1 - 24, y0), (x1, y1), (x0, y1)], fill=(30, 86, 168))
-    d.polygon(
-        [(x0 + 40, y0 + 14), (x1 - 40, y0 + 14), (x1 - 22, y1 - 40), (x0 + 22, y1 - 40)], fill=(22, 60, 124)
-    )
+    d.polygon([(x0 + 40, y0 + 14), (x1 - 40, y0 + 14), (x1 - 22, y1 - 40), (x0 + 22, y1 - 40)], fill=(22, 60, 124))
     d.rectangle([x0, y1 - 40, x1, y1], fill=(40, 104, 196))
     d.line([(x0 + 24, y0), (x1 - 24, y0)], fill=(110, 160, 230), width=6)
 
@@ -551,9 +534,7 @@ def render_workbench(seed: int = 11) -> Image.Image:
     wrist = (cube_c[0] + 16, cube_c[1] - int(0.205 * H))
     d.ellipse([shoulder[0] - 78, shoulder[1] - 78, shoulder[0] + 78, shoulder[1] + 78], fill=joint)
     _segment(d, shoulder, elbow, 104, body, shade, light)
-    d.line(
-        [(shoulder[0] - 50, shoulder[1] + 20), (elbow[0] - 60, elbow[1] + 40)], fill=dark, width=10
-    )  # cable
+    d.line([(shoulder[0] - 50, shoulder[1] + 20), (elbow[0] - 60, elbow[1] + 40)], fill=dark, width=10)  # cable
     d.ellipse([elbow[0] - 64, elbow[1] - 64, elbow[0] + 64, elbow[1] + 64], fill=joint)
     d.ellipse([elbow[0] - 30, elbow[1] - 30, elbow[0] + 30, elbow[1] + 30], fill=(200, 96, 20))
     _segment(d, elbow, wrist, 80, body, shade, light)
@@ -572,9 +553,7 @@ def render_workbench(seed: int = 11) -> Image.Image:
     # Warm key light from the desk lamp (upper left), slight cool fill from the right.
     key = radial(H, W, 0.25 * W, 0.35 * H, 1.0 * W, squash=0.9)
     img = img * (0.80 + 0.30 * key[..., None])
-    img = blend(
-        img, (160, 180, 220), 0.05 * np.linspace(0, 1, W, dtype=np.float32)[None, :] * np.ones((H, 1))
-    )
+    img = blend(img, (160, 180, 220), 0.05 * np.linspace(0, 1, W, dtype=np.float32)[None, :] * np.ones((H, 1)))
     return finish(img, IMAGE_SIZE, grain=0.006, seed=seed + 1, vignette=0.30)
 
 
@@ -675,9 +654,7 @@ def draw_ball(img: FloatImage, cx: float, cy: float, radius: float, angle: float
     sphere = Image.fromarray((np.clip(shaded, 0, 1) * 255).astype(np.uint8), mode="RGB").resize(
         (size, size), Image.Resampling.BOX
     )
-    alpha = Image.fromarray((inside * 255).astype(np.uint8), mode="L").resize(
-        (size, size), Image.Resampling.BOX
-    )
+    alpha = Image.fromarray((inside * 255).astype(np.uint8), mode="L").resize((size, size), Image.Resampling.BOX)
     out = Image.fromarray((np.clip(img, 0, 1) * 255).astype(np.uint8), mode="RGB")
     out.paste(sphere, (x0, y0), alpha)
     return np.asarray(out, dtype=np.float32) / 255.0

@@ -36,7 +36,12 @@ def check_run(run_dir: Path, modes: list[str], preset: str, seed: int) -> dict[s
             assert (info.width, info.height) == (s.width, s.height)
         elif out["kind"] == "video":
             assert path.suffix == ".mp4" and (info.codec, info.pix_fmt) == ("h264", "yuv420p")
-            assert (info.width, info.height, info.num_frames, info.fps) == (s.width, s.height, s.num_frames, s.fps)
+            assert (info.width, info.height, info.num_frames, info.fps) == (
+                s.width,
+                s.height,
+                s.num_frames,
+                s.fps,
+            )
             assert info.has_audio == s.enable_sound, f"{path}: audio stream present={info.has_audio}"
             if s.enable_sound:
                 assert (info.audio.codec, info.audio.channels, info.audio.sample_rate) == ("aac", 2, 48000)

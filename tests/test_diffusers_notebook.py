@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import papermill
@@ -32,7 +31,9 @@ def test_parameters_used_by_tests_and_docs_exist_in_the_notebook():
 
 def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(tmp_path):
     executed = notebooks.execute(
-        NAME, tmp_path / "out.ipynb", {"MODEL": "tiny", "PRESET": "smoke", "SEED": 5, "OUTPUT_DIR": str(tmp_path / "media")}
+        NAME,
+        tmp_path / "out.ipynb",
+        {"MODEL": "tiny", "PRESET": "smoke", "SEED": 5, "OUTPUT_DIR": str(tmp_path / "media")},
     )
     assert error_outputs(executed) == []
     run_dir = notebooks.run_folder_from(executed)
@@ -41,7 +42,17 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(tmp_p
     # A second run writes a new folder and leaves the first untouched.
     before = {p: p.read_bytes() for p in run_dir.iterdir()}
     again = notebooks.run_folder_from(
-        notebooks.execute(NAME, tmp_path / "again.ipynb", {"MODEL": "tiny", "PRESET": "smoke", "MODES": "t2i", "SEED": 5, "OUTPUT_DIR": str(tmp_path / "media")})
+        notebooks.execute(
+            NAME,
+            tmp_path / "again.ipynb",
+            {
+                "MODEL": "tiny",
+                "PRESET": "smoke",
+                "MODES": "t2i",
+                "SEED": 5,
+                "OUTPUT_DIR": str(tmp_path / "media"),
+            },
+        )
     )
     assert again != run_dir
     assert {p: p.read_bytes() for p in run_dir.iterdir()} == before
@@ -50,7 +61,12 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(tmp_p
 def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
     # nbmake takes no parameters: inject them into a copy the way papermill does, then let nbmake run it.
     nb = papermill.iorw.load_notebook_node(str(notebook_path(NAME)))
-    params = {"MODEL": "tiny", "PRESET": "smoke", "MODES": "t2v_sound,v2v", "OUTPUT_DIR": str(tmp_path / "media")}
+    params = {
+        "MODEL": "tiny",
+        "PRESET": "smoke",
+        "MODES": "t2v_sound,v2v",
+        "OUTPUT_DIR": str(tmp_path / "media"),
+    }
     nbformat.write(papermill.parameterize.parameterize_notebook(nb, params), tmp_path / NAME)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--nbmake", "-p", "no:cacheprovider", "-q", str(tmp_path / NAME)],
@@ -72,9 +88,17 @@ def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
 )
 def test_bad_parameters_stop_the_notebook_with_a_clear_message_and_write_nothing(tmp_path, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError) as err:
-        notebooks.execute(NAME, tmp_path / "out.ipynb", {"MODEL": "tiny", "PRESET": "smoke", "OUTPUT_DIR": str(tmp_path / "media"), **parameters})
+        notebooks.execute(
+            NAME,
+            tmp_path / "out.ipynb",
+            {"MODEL": "tiny", "PRESET": "smoke", "OUTPUT_DIR": str(tmp_path / "media"), **parameters},
+        )
     assert message in str(err.value)
-    media_files = [p for p in (tmp_path / "media").rglob("*") if p.is_file() and p.name != "manifest.json"] if (tmp_path / "media").exists() else []
+    media_files = (
+        [p for p in (tmp_path / "media").rglob("*") if p.is_file() and p.name != "manifest.json"]
+        if (tmp_path / "media").exists()
+        else []
+    )
     assert media_files == []
 
 

@@ -49,7 +49,14 @@ def test_sound_modes_turn_sound_on_and_others_leave_it_off():
 def test_overrides_are_applied():
     s = presets.settings_for("t2v", "smoke", num_frames=9, fps=16, seed=7, num_inference_steps=3,
                              guidance_scale=1.0, flow_shift=5.0, width=320, height=176)  # fmt: skip
-    assert (s.num_frames, s.fps, s.seed, s.num_inference_steps, s.guidance_scale, s.flow_shift) == (9, 16, 7, 3, 1.0, 5.0)
+    assert (s.num_frames, s.fps, s.seed, s.num_inference_steps, s.guidance_scale, s.flow_shift) == (
+        9,
+        16,
+        7,
+        3,
+        1.0,
+        5.0,
+    )
     assert s.size == "320x176"
     assert s.duration_s == pytest.approx(9 / 16)
 

@@ -43,7 +43,13 @@ def test_building_twice_gives_identical_weights_and_reuses_the_cache(tmp_path):
 
 def test_loaded_tiny_pipeline_reports_cpu_float32_no_guardrails_and_sound(tiny_pipe):
     pipe, info = tiny_pipe
-    assert (info.source, info.device, info.dtype, info.guardrails, info.has_sound) == ("tiny", "cpu", "float32", False, True)
+    assert (info.source, info.device, info.dtype, info.guardrails, info.has_sound) == (
+        "tiny",
+        "cpu",
+        "float32",
+        False,
+        True,
+    )
     assert pipeline.sample_rate(pipe) == 48000
 
 

@@ -1,0 +1,53 @@
+"""Repository rules that keep the notebooks runnable and reviewable: committed without outputs, kernel python3,
+one parameters cell of documented literals, one title, and ruff-clean code and notebooks."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((REPO / "cookbooks").rglob("*.ipynb"))
+
+
+def test_there_are_notebooks():
+    assert [p.name for p in NOTEBOOKS if p.name == "run_with_diffusers.ipynb"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_committed_clean_with_kernel_python3(path):
+    nb = json.loads(path.read_text())
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None, "strip outputs before committing"
+    titles = [c for c in nb["cells"] if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("# ")]
+    assert len(titles) == 1 and nb["cells"][0] is titles[0], "one H1 title, first"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_parameters_cell_holds_only_documented_literals(path):
+    nb = json.loads(path.read_text())
+    tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1
+    source = "".join(tagged[0]["source"])
+    for node in ast.parse(source).body:
+        assert isinstance(node, ast.AnnAssign), "parameters are `NAME: type = literal  # help`, nothing else"
+        ast.literal_eval(node.value)
+    for line in source.splitlines():
+        assert "  # " in line, f"parameter without a help comment: {line}"
+
+
+def test_ruff_lints_code_and_notebooks():
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    assert ruff, "ruff is a dev dependency"
+    check = subprocess.run([ruff, "check", "."], cwd=REPO, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout[-4000:]
+    fmt = subprocess.run([ruff, "format", "--check", "."], cwd=REPO, capture_output=True, text=True)
+    assert fmt.returncode == 0, fmt.stdout[-4000:]

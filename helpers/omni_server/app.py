@@ -1,0 +1,226 @@
+"""The FastAPI app: the routes of a `vllm serve <model> --omni` server for Cosmos 3 (spec §2, checklist §10)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import os
+import time
+import uuid
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, JSONResponse, Response
+
+from helpers.omni_server.engine import DiffusersEngine, Generated
+from helpers.omni_server.envelope import register_handlers
+from helpers.omni_server.forms import (
+    MAX_IMAGE_PIXELS,
+    ImageRequest,
+    VideoUpload,
+    check_model,
+    image_format,
+    image_generation_request,
+    require_json,
+    video_form,
+)
+from helpers.omni_server.jobs import VideoJobs, failure_status
+
+SYNC_TIMEOUT_ENV = "VLLM_OMNI_VIDEO_SYNC_TIMEOUT"
+IMAGE_MEDIA_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
+
+
+@dataclass
+class ServerState:
+    """What the routes share. `engine` stays None until the model has loaded (then /health turns 200)."""
+
+    served_model_name: str
+    storage: Path
+    api_key: str | None = None
+    default_flow_shift: float | None = None
+    max_image_pixels: int = MAX_IMAGE_PIXELS
+    engine: DiffusersEngine | None = None
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def ready_engine(self) -> DiffusersEngine:
+        if self.engine is None:
+            raise HTTPException(503, "No engine initialized")
+        return self.engine
+
+
+def _model_card(state: ServerState) -> dict[str, Any]:
+    return {
+        "id": state.served_model_name,
+        "object": "model",
+        "created": state.created,
+        "owned_by": "vllm",
+        "root": state.served_model_name,
+        "parent": None,
+        "max_model_len": None,
+        "permission": [
+            {
+                "id": f"modelperm-{uuid.uuid4().hex}",
+                "object": "model_permission",
+                "created": state.created,
+                "allow_create_engine": False,
+                "allow_sampling": True,
+                "allow_logprobs": True,
+                "allow_search_indices": False,
+                "allow_view": True,
+                "allow_fine_tuning": False,
+                "organization": "*",
+                "group": None,
+                "is_blocking": False,
+            }
+        ],
+    }
+
+
+def _sync_timeout_s() -> float:
+    return float(os.environ.get(SYNC_TIMEOUT_ENV, "600.0"))
+
+
+def create_app(state: ServerState) -> FastAPI:
+    app = FastAPI(title="Cosmos 3 vLLM-Omni stand-in")
+    app.state.omni = state
+    register_handlers(app)
+    jobs = VideoJobs(state.storage)
+
+    @app.middleware("http")
+    async def require_bearer_token(request: Request, call_next: Any) -> Any:
+        # As in vLLM: with --api-key only /v1/* is guarded; /health stays open for probes.
+        if (
+            state.api_key
+            and request.url.path.startswith("/v1")
+            and request.method != "OPTIONS"
+            and request.headers.get("authorization") != f"Bearer {state.api_key}"
+        ):
+            return JSONResponse({"error": "Unauthorized"}, status_code=401)
+        return await call_next(request)
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        if state.engine is None:
+            return JSONResponse({"status": "unhealthy", "reason": "No engine initialized"}, status_code=503)
+        return JSONResponse({"status": "healthy"})
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [_model_card(state)]}
+
+    @app.post("/v1/images/generations", dependencies=[Depends(require_json)], response_model=None)
+    async def generate_images(body: ImageRequest) -> Response | dict[str, Any]:
+        engine = state.ready_engine()
+        check_model(body.model, state.served_model_name)
+        request = image_generation_request(body, state.max_image_pixels)
+        fmt = image_format(body.output_format)
+        try:
+            result: Generated = await asyncio.wrap_future(
+                engine.submit(engine.images, request, fmt, body.output_compression)
+            )
+        except HTTPException:
+            raise
+        except Exception as exc:
+            raise HTTPException(500, f"Image generation failed: {exc}") from exc
+        if body.response_format == "file":
+            return _image_file(result, fmt)
+        return {
+            "created": int(time.time()),
+            "data": [
+                {"b64_json": base64.b64encode(data).decode("ascii"), "url": None, "revised_prompt": None}
+                for data in result.data
+            ],
+            "output_format": fmt,
+            "size": f"{result.width}x{result.height}",
+            "cot_output": None,
+            "metrics": {"stage_durations": result.stage_durations, "peak_memory_mb": result.peak_memory_mb},
+        }
+
+    @app.post("/v1/videos/sync")
+    async def create_video_sync(upload: Annotated[VideoUpload, Depends(video_form)]) -> Response:
+        engine = state.ready_engine()
+        check_model(upload.form.model, state.served_model_name)
+        request = upload.generation_request(state.default_flow_shift)
+        timeout = _sync_timeout_s()
+        future = asyncio.wrap_future(engine.submit(engine.video, request))
+        try:
+            result: Generated = await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            raise HTTPException(504, f"Video generation timed out after {timeout}s.") from None
+        except HTTPException:
+            raise
+        except Exception as exc:
+            raise HTTPException(500, f"Video generation failed: {exc}") from exc
+        return Response(
+            result.data[0],
+            media_type="video/mp4",
+            headers={
+                "X-Request-Id": f"video_sync-{uuid.uuid4()}",
+                "X-Model": state.served_model_name,
+                "X-Inference-Time-S": f"{result.seconds:.3f}",
+                "X-Stage-Durations": _compact_json(result.stage_durations),
+                "X-Peak-Memory-MB": f"{result.peak_memory_mb:.3f}",
+            },
+        )
+
+    @app.post("/v1/videos")
+    async def create_video(upload: Annotated[VideoUpload, Depends(video_form)]) -> dict[str, Any]:
+        engine = state.ready_engine()
+        check_model(upload.form.model, state.served_model_name)
+        request = upload.generation_request(state.default_flow_shift)
+        return jobs.create(engine, upload.form, request, state.served_model_name).record
+
+    @app.get("/v1/videos")
+    async def list_videos(
+        after: str | None = None,
+        limit: Annotated[int, Query(ge=0, le=100)] = 20,
+        order: Annotated[str, Query(pattern="^(asc|desc)$")] = "desc",
+    ) -> dict[str, Any]:
+        return jobs.page(after, limit, order)
+
+    @app.get("/v1/videos/{video_id}")
+    async def retrieve_video(video_id: str) -> JSONResponse:
+        record = jobs.get(video_id).record
+        if record["status"] == "failed":
+            status = failure_status(record)
+            return JSONResponse({**record, "error": {**record["error"], "code": status}}, status_code=status)
+        return JSONResponse(record)
+
+    @app.get("/v1/videos/{video_id}/content")
+    async def video_content(video_id: str) -> FileResponse:
+        return FileResponse(jobs.content_path(video_id), media_type="video/mp4", filename=f"{video_id}.mp4")
+
+    @app.delete("/v1/videos/{video_id}")
+    async def delete_video(video_id: str) -> dict[str, Any]:
+        return await jobs.delete(video_id)
+
+    return app
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _image_file(result: Generated, fmt: str) -> Response:
+    ext = "jpg" if fmt == "jpeg" else fmt
+    tag = uuid.uuid4().hex[:8]
+    if len(result.data) == 1:
+        return Response(
+            result.data[0],
+            media_type=IMAGE_MEDIA_TYPES[fmt],
+            headers={"Content-Disposition": f'attachment; filename="image_{tag}.{ext}"'},
+        )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for i, data in enumerate(result.data):
+            archive.writestr(f"image_{i}.{ext}", data)
+    return Response(
+        buffer.getvalue(),
+        media_type="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="images_{tag}.zip"'},
+    )

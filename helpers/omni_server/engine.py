@@ -1,0 +1,151 @@
+"""The Diffusers pipeline behind the server: one generation at a time, in arrival order.
+
+The pipeline is called exactly as run_with_diffusers.ipynb calls it (`helpers.pipeline.pipe_kwargs`, the same
+prompt text and negative prompt), and media are written with `helpers.media`, so the same seed and settings give
+the same frames through either notebook.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fastapi import HTTPException
+
+from helpers import media, pipeline
+from helpers.loading import LoadedModel, load_pipeline
+from helpers.omni_server.forms import GenerationRequest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from diffusers import Cosmos3OmniPipeline
+
+
+class JobCancelled(Exception):
+    """Raised from the step callback when a running job is deleted."""
+
+
+@dataclass(frozen=True)
+class Generated:
+    """Encoded output of one request and what it cost."""
+
+    data: list[bytes]
+    seconds: float
+    peak_memory_mb: float
+    width: int
+    height: int
+    num_frames: int
+    fps: float
+
+    @property
+    def stage_durations(self) -> dict[str, float]:
+        return {"diffusion": round(self.seconds, 3)}
+
+
+def _peak_memory_mb() -> float:
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else 0.0
+
+
+def _reset_peak_memory() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+
+
+class DiffusersEngine:
+    """Owns the pipeline and a single worker thread; `submit` queues work first in, first out."""
+
+    def __init__(self, pipe: Cosmos3OmniPipeline, loaded: LoadedModel):
+        self.pipe = pipe
+        self.loaded = loaded
+        self.sample_rate = pipeline.sample_rate(pipe)
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generation")
+
+    @classmethod
+    def load(cls, model: str, *, device: str = "auto", guardrails: bool | None = None) -> DiffusersEngine:
+        pipe, loaded = load_pipeline(model, device=device, guardrails=guardrails, progress=False)
+        return cls(pipe, loaded)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        return self._worker.submit(fn, *args)
+
+    def shutdown(self) -> None:
+        self._worker.shutdown(wait=False, cancel_futures=True)
+
+    def _call(self, request: GenerationRequest, cancel: threading.Event | None = None, generator: Any = None) -> Any:
+        if request.image is not None and request.video is not None:
+            raise HTTPException(400, "This diffusion model does not support mixed image and video references.")
+        kwargs = pipeline.pipe_kwargs(self.pipe, request.settings, safety_check=request.safety_check)
+        kwargs.update(request.templates)
+        if generator is not None:
+            kwargs["generator"] = generator
+        if request.image is not None:
+            kwargs["image"] = request.image
+        if request.video is not None:
+            kwargs["video"] = request.video
+        if cancel is not None:
+            kwargs["callback_on_step_end"] = _stop_when(cancel)
+        return self.pipe(prompt=request.prompt, negative_prompt=request.negative_prompt, **kwargs)
+
+    def video(
+        self,
+        request: GenerationRequest,
+        target: Path | None = None,
+        on_started: Callable[[], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Generated:
+        """Generate and encode an H.264 MP4 (AAC sound muxed in when asked); written to `target` if given."""
+        if on_started is not None:
+            on_started()
+        s = request.settings
+        _reset_peak_memory()
+        start = time.perf_counter()
+        output = self._call(request, cancel)
+        seconds = time.perf_counter() - start
+        sound = output.sound if s.enable_sound else None
+        with tempfile.TemporaryDirectory() as folder:
+            path = target or Path(folder) / "video.mp4"
+            media.write_video(path, output.video, s.fps, audio=sound, sample_rate=self.sample_rate)
+            data = b"" if target else path.read_bytes()
+        frames = media.to_uint8_frames(output.video)
+        return Generated([data], seconds, _peak_memory_mb(), frames.shape[2], frames.shape[1], len(frames), s.fps)
+
+    def images(self, request: GenerationRequest, image_format: str, compression: int) -> Generated:
+        """`n` images from one generator (each call continues its random stream), encoded as `image_format`."""
+        from PIL import Image
+
+        _reset_peak_memory()
+        start = time.perf_counter()
+        encoded: list[bytes] = []
+        width = height = 0
+        generator = pipeline.generator_for(request.settings.seed)
+        for _ in range(request.n):
+            output = self._call(request, generator=generator)
+            pixels = media.to_uint8_frames(output.video)[0]
+            height, width = pixels.shape[:2]
+            buffer = io.BytesIO()
+            options: dict[str, Any] = (
+                {"compress_level": (100 - compression) * 9 // 100} if image_format == "png" else {"quality": compression}
+            )
+            Image.fromarray(pixels).save(buffer, format=image_format.upper(), **options)
+            encoded.append(buffer.getvalue())
+        return Generated(encoded, time.perf_counter() - start, _peak_memory_mb(), width, height, 1, 0.0)
+
+
+def _stop_when(cancel: threading.Event) -> Callable[..., dict[str, Any]]:
+    def callback(_pipe: Any, _step: int, _timestep: Any, callback_kwargs: dict[str, Any]) -> dict[str, Any]:
+        if cancel.is_set():
+            raise JobCancelled("The job was deleted while it ran.")
+        return callback_kwargs
+
+    return callback

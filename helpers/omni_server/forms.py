@@ -1,0 +1,399 @@
+"""Request parsing and validation for the generation routes (spec §2.3, §2.10, §2.11, §4).
+
+Two stages, as on the real server: FastAPI's own parsing (`Form`/`File` parameters and the JSON body model), whose
+failures become 400 validation errors naming `body.<field>`; then the request models and the checks of the
+form stage (JSON fields, model name, conditioning uploads), whose failures are 400 before any job exists.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import random
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import File, Form, HTTPException, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field, field_validator
+
+from helpers import media, prompts
+from helpers.errors import MediaError
+from helpers.presets import GenerationSettings
+
+VIDEO_DEFAULTS = {"width": 1280, "height": 720, "fps": 24.0, "steps": 35, "guidance_scale": 6.0, "flow_shift": 10.0}
+IMAGE_DEFAULTS = {"width": 1024, "height": 1024, "steps": 50, "guidance_scale": 7.0, "flow_shift": 3.0}
+DEFAULT_VIDEO_SEED = 42
+MAX_IMAGE_PIXELS = 7680 * 4320
+IMAGE_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg", "webp": "webp"}
+SYSTEM_PROMPTS = ("dynamic", "en_vanilla", "en_recaption", "en_think_recaption", "en_unified", "custom")
+
+
+@dataclass
+class GenerationRequest:
+    """What the engine needs for one pipeline call: the prompt pair, the settings and the conditioning."""
+
+    prompt: str
+    negative_prompt: str
+    settings: GenerationSettings
+    image: Any = None
+    video: list[Any] | None = None
+    safety_check: bool = True
+    templates: dict[str, bool] = field(default_factory=dict)
+    n: int = 1
+
+
+class VideoRequest(BaseModel):
+    """The fields of `VideoGenerationRequest` that Cosmos 3 reads; building it is the form stage's check."""
+
+    prompt: str
+    model: str | None = None
+    size: str | None = None
+    width: int | None = Field(None, ge=1)
+    height: int | None = Field(None, ge=1)
+    num_frames: int | None = Field(None, ge=1)
+    seconds: str | None = None
+    fps: float | None = Field(None, ge=1, allow_inf_nan=False)
+    num_inference_steps: int | None = Field(None, ge=1, le=200)
+    guidance_scale: float | None = Field(None, ge=0, le=20)
+    flow_shift: float | None = None
+    negative_prompt: str | None = None
+    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
+    generate_sound: bool | None = None
+    sound_duration: float | None = Field(None, gt=0)
+    extra_params: dict[str, Any] | None = None
+    lora: dict[str, Any] | None = None
+    return_stage_metrics: bool | None = None
+    quality: Literal["lossless", "high"] | None = None
+
+
+class ImageRequest(BaseModel):
+    """`ImageGenerationRequest`: the JSON body of /v1/images/generations. Unknown keys are ignored."""
+
+    prompt: str
+    model: str | None = None
+    n: int = Field(1, ge=1, le=10)
+    size: str | None = None
+    response_format: Literal["b64_json", "file"] = "b64_json"
+    user: str | None = None
+    negative_prompt: str | None = None
+    num_inference_steps: int | None = Field(None, ge=1, le=200)
+    guidance_scale: float | None = Field(None, ge=0, le=20)
+    true_cfg_scale: float | None = Field(None, ge=0, le=20)
+    flow_shift: float | None = None
+    extra_params: dict[str, Any] | None = None
+    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
+    generator_device: str | None = None
+    output_format: str | None = None
+    output_compression: int = Field(100, ge=0, le=100)
+    lora: dict[str, Any] | None = None
+    use_system_prompt: str | None = None
+
+    @field_validator("size")
+    @classmethod
+    def _size_has_x(cls, value: str | None) -> str | None:
+        if value is not None and "x" not in value:
+            raise ValueError("size must be in the format 'WIDTHxHEIGHT'")
+        return value
+
+
+async def require_json(request: Request) -> None:
+    """The images route takes JSON only; anything else is a 400 validation error, not a 415."""
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise RequestValidationError(errors=["Unsupported Media Type: Only 'application/json' is allowed"])
+
+
+def _json_field(raw: str | None) -> dict[str, Any] | list[Any] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        raise HTTPException(400, "Invalid JSON in form field.") from None
+    return value
+
+
+def _json_object(raw: str | None) -> dict[str, Any] | None:
+    value = _json_field(raw)
+    if value is not None and not isinstance(value, dict):
+        raise HTTPException(400, f"Invalid JSON in form field: expected dict, got {type(value).__name__}.")
+    return value
+
+
+def check_model(requested: str | None, served: str) -> None:
+    if requested is not None and requested != served:
+        raise HTTPException(400, f"Model mismatch: request specifies '{requested}' but server is running '{served}'.")
+
+
+def parse_size(size: str) -> tuple[int, int]:
+    """(width, height) from `WIDTHxHEIGHT`, with the route's own messages."""
+    parts = size.split("x")
+    if len(parts) != 2:
+        raise HTTPException(
+            400,
+            f"Invalid size format: '{size}'. Expected format: 'WIDTHxHEIGHT' (e.g., '1024x1024'). "
+            "Did you mean to use 'x' as separator?",
+        )
+    try:
+        width, height = int(parts[0]), int(parts[1])
+    except ValueError:
+        raise HTTPException(400, f"Invalid size format: '{size}'. Width and height must be integers.") from None
+    if width <= 0 or height <= 0:
+        raise HTTPException(400, f"Invalid size: {size}. Width and height must be positive integers.")
+    return width, height
+
+
+def _decode(data: bytes, suffix: str) -> tuple[Any, list[Any] | None]:
+    """(image, None) or (None, frames), sniffed from the content: PIL first, then the video decoder."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"reference{suffix}"
+        path.write_bytes(data)
+        try:
+            return media.load_image(path), None
+        except MediaError:
+            pass
+        try:
+            return None, media.load_video(path)
+        except MediaError:
+            return None, None
+
+
+def _data_url_bytes(url: str, field_name: str, key: str) -> bytes:
+    if url.startswith("data:"):
+        try:
+            return base64.b64decode(url.split(",", 1)[1], validate=True)
+        except (IndexError, ValueError):
+            raise HTTPException(400, f"Invalid {field_name}.{key}: malformed data URL.") from None
+    if url.startswith(("http://", "https://")):
+        import httpx
+
+        try:
+            response = httpx.get(url, timeout=30.0, follow_redirects=False)
+        except httpx.HTTPError as exc:
+            raise HTTPException(400, f"Invalid {field_name}.{key}: could not download ({type(exc).__name__}).") from None
+        if response.status_code != 200:
+            raise HTTPException(400, f"Invalid {field_name}.{key}: server returned HTTP {response.status_code}.")
+        return response.content
+    raise HTTPException(400, f"Invalid {field_name}.{key}: must be an http(s) URL or data URL.")
+
+
+def _reference_bytes(raw: str | None, field_name: str, key: str) -> bytes | None:
+    value = _json_field(raw)
+    if value is None:
+        return None
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, dict) and "file_id" in value:
+        raise HTTPException(400, f"Invalid {field_name}: file_id is not supported yet.")
+    if not isinstance(value, dict) or not isinstance(value.get(key), str):
+        raise HTTPException(400, f"Invalid {field_name}: expected an object like {{\"{key}\": \"...\"}}.")
+    return _data_url_bytes(value[key], field_name, key)
+
+
+def _video_size(form: VideoRequest, image: Any, video: list[Any] | None) -> tuple[int, int]:
+    if form.size:
+        return parse_size(form.size)
+    if form.width and form.height:
+        return form.width, form.height
+    reference = image if image is not None else (video[0] if video else None)
+    if reference is None:
+        return VIDEO_DEFAULTS["width"], VIDEO_DEFAULTS["height"]
+    # Cosmos 3 keeps the reference's aspect ratio at about 1280x720 pixels, in multiples of 16.
+    ratio = reference.width / reference.height
+    height = math.sqrt(VIDEO_DEFAULTS["width"] * VIDEO_DEFAULTS["height"] / ratio)
+    return max(16, round(height * ratio / 16) * 16), max(16, round(height / 16) * 16)
+
+
+def _round_frames(num_frames: int) -> int:
+    """The pipeline rounds up to 4k+1 (192 -> 193); the VAE compresses time fourfold."""
+    return num_frames if num_frames % 4 == 1 else num_frames + (5 - num_frames % 4) % 4
+
+
+def _templates(extra: dict[str, Any]) -> dict[str, bool]:
+    """Cosmos 3's text templates are off on the server unless `extra_params` turns them on."""
+    return {
+        "add_resolution_template": bool(extra.get("use_resolution_template", False)),
+        "add_duration_template": bool(extra.get("use_duration_template", False)),
+    }
+
+
+def _with_prompt_metadata(prompt: str, settings: GenerationSettings) -> str:
+    """JSON prompts get resolution, duration and fps written in, as vLLM-Omni does for the video routes."""
+    if not prompts.is_structured(prompt):
+        return prompt
+    caption = prompts.with_metadata(json.loads(prompt), settings.width, settings.height, settings.num_frames,
+                                    settings.fps)
+    return prompts.compact(caption)
+
+
+@dataclass
+class VideoUpload:
+    """A parsed video form: the validated fields plus the raw conditioning, decoded by `resolve`."""
+
+    form: VideoRequest
+    input_reference: bytes | None
+    image_reference: str | None
+    video_reference: str | None
+
+    def conditioning(self) -> tuple[Any, list[Any] | None]:
+        """(image, video frames) from whichever reference was sent; the checks of spec §4."""
+        if self.input_reference is not None and (self.image_reference or self.video_reference):
+            raise HTTPException(
+                400,
+                "Provide only one of input_reference, image_reference, or video_reference when using "
+                "input_reference; image_reference and video_reference may be combined.",
+            )
+        if self.input_reference is not None:
+            image, video = _decode(self.input_reference, "")
+            if image is None and video is None:
+                raise HTTPException(400, "Invalid input_reference: provided content is not a valid image or video.")
+            return image, video
+        image = video = None
+        image_bytes = _reference_bytes(self.image_reference, "image_reference", "image_url")
+        if image_bytes is not None:
+            image, _ = _decode(image_bytes, "")
+            if image is None:
+                raise HTTPException(400, "Invalid image_reference: provided content is not a valid image.")
+        video_bytes = _reference_bytes(self.video_reference, "video_reference", "video_url")
+        if video_bytes is not None:
+            _, video = _decode(video_bytes, ".mp4")
+            if video is None:
+                raise HTTPException(400, "Invalid video_reference: provided content is not a valid video.")
+        return image, video
+
+    def generation_request(self, default_flow_shift: float | None) -> GenerationRequest:
+        """Settings with the server's defaults filled in (video branch: seed 42, 24 fps, 35 steps, ...)."""
+        form = self.form
+        extra = dict(form.extra_params or {})
+        image, video = self.conditioning()
+        width, height = _video_size(form, image, video)
+        fps = form.fps or VIDEO_DEFAULTS["fps"]
+        if form.num_frames is not None:
+            num_frames = form.num_frames
+        elif form.seconds is not None:
+            num_frames = int(int(form.seconds) * fps)
+        else:
+            num_frames = 1  # the sampling-params sentinel Cosmos 3 receives when num_frames is omitted
+        sound = bool(extra.get("generate_sound", extra.get("sound_gen", form.generate_sound or False)))
+        flow_shift = extra.get("flow_shift", form.flow_shift)
+        if flow_shift is None:
+            flow_shift = default_flow_shift or VIDEO_DEFAULTS["flow_shift"]
+        mode = "v2v" if video is not None else ("i2v" if image is not None else "t2v")
+        if sound and mode != "v2v":
+            mode += "_sound"
+        settings = GenerationSettings(
+            mode=mode,
+            width=width,
+            height=height,
+            num_frames=_round_frames(num_frames),
+            fps=int(fps) if float(fps).is_integer() else fps,  # type: ignore[arg-type]
+            num_inference_steps=form.num_inference_steps or VIDEO_DEFAULTS["steps"],
+            guidance_scale=VIDEO_DEFAULTS["guidance_scale"] if form.guidance_scale is None else form.guidance_scale,
+            flow_shift=float(flow_shift),
+            seed=DEFAULT_VIDEO_SEED if form.seed is None else form.seed,
+            enable_sound=sound,
+            preset="server",
+        )
+        return GenerationRequest(
+            prompt=_with_prompt_metadata(form.prompt, settings),
+            negative_prompt=form.negative_prompt or "",
+            settings=settings,
+            image=image,
+            video=video,
+            safety_check=extra.get("guardrails", True) is not False,
+            templates=_templates(extra),
+        )
+
+
+async def video_form(
+    prompt: Annotated[str, Form()],
+    model: Annotated[str | None, Form()] = None,
+    size: Annotated[str | None, Form(pattern=r"^\d+x\d+$")] = None,
+    width: Annotated[int | None, Form()] = None,
+    height: Annotated[int | None, Form()] = None,
+    num_frames: Annotated[int | None, Form()] = None,
+    seconds: Annotated[str | None, Form(pattern=r"^[1-9]\d*$")] = None,
+    fps: Annotated[float | None, Form()] = None,
+    num_inference_steps: Annotated[int | None, Form()] = None,
+    guidance_scale: Annotated[float | None, Form()] = None,
+    flow_shift: Annotated[float | None, Form()] = None,
+    negative_prompt: Annotated[str | None, Form()] = None,
+    seed: Annotated[int | None, Form()] = None,
+    generate_sound: Annotated[bool | None, Form()] = None,
+    sound_duration: Annotated[float | None, Form()] = None,
+    input_reference: Annotated[UploadFile | None, File()] = None,
+    image_reference: Annotated[str | None, Form()] = None,
+    video_reference: Annotated[str | None, Form()] = None,
+    extra_params: Annotated[str | None, Form()] = None,
+    lora: Annotated[str | None, Form()] = None,
+    return_stage_metrics: Annotated[bool | None, Form()] = None,
+    quality: Annotated[str | None, Form()] = None,
+) -> VideoUpload:
+    """The form of /v1/videos and /v1/videos/sync; a pydantic error here is a 400 `BadRequestError`."""
+    request = VideoRequest(
+        prompt=prompt,
+        model=model,
+        size=size,
+        width=width,
+        height=height,
+        num_frames=num_frames,
+        seconds=seconds,
+        fps=fps,
+        num_inference_steps=num_inference_steps,
+        guidance_scale=guidance_scale,
+        flow_shift=flow_shift,
+        negative_prompt=negative_prompt,
+        seed=seed,
+        generate_sound=generate_sound,
+        sound_duration=sound_duration,
+        extra_params=_json_object(extra_params),
+        lora=_json_object(lora),
+        return_stage_metrics=return_stage_metrics,
+        quality=quality,
+    )
+    upload = await input_reference.read() if input_reference is not None else None
+    return VideoUpload(request, upload, image_reference, video_reference)
+
+
+def image_generation_request(body: ImageRequest, max_pixels: int) -> GenerationRequest:
+    """Text-to-image settings with the T2I defaults (1024x1024, 50 steps, guidance 7, shift 3, random seed)."""
+    if body.use_system_prompt is not None and body.use_system_prompt not in SYSTEM_PROMPTS:
+        raise HTTPException(400, f"Invalid use_system_prompt {body.use_system_prompt!r}: use one of {SYSTEM_PROMPTS}.")
+    width, height = parse_size(body.size) if body.size else (IMAGE_DEFAULTS["width"], IMAGE_DEFAULTS["height"])
+    if width * height > max_pixels:
+        raise HTTPException(
+            400,
+            f"Requested image size {width}x{height} exceeds the maximum allowed size of {max_pixels} pixels. "
+            "Use a smaller size or raise --max-generated-image-size.",
+        )
+    extra = dict(body.extra_params or {})
+    flow_shift = extra.get("flow_shift", body.flow_shift)
+    settings = GenerationSettings(
+        mode="t2i",
+        width=width,
+        height=height,
+        num_frames=1,
+        fps=24,
+        num_inference_steps=body.num_inference_steps or IMAGE_DEFAULTS["steps"],
+        guidance_scale=IMAGE_DEFAULTS["guidance_scale"] if body.guidance_scale is None else body.guidance_scale,
+        flow_shift=float(IMAGE_DEFAULTS["flow_shift"] if flow_shift is None else flow_shift),
+        seed=random.randint(0, 2**32 - 1) if body.seed is None else body.seed,
+        enable_sound=False,
+        preset="server",
+    )
+    return GenerationRequest(
+        prompt=body.prompt,
+        negative_prompt=body.negative_prompt or "",
+        settings=settings,
+        safety_check=extra.get("guardrails", True) is not False,
+        templates=_templates(extra),
+        n=body.n,
+    )
+
+
+def image_format(requested: str | None) -> str:
+    """png, jpeg or webp; any other value silently becomes jpeg, as on the real server."""
+    return "png" if requested is None else IMAGE_FORMATS.get(requested.lower(), "jpeg")

@@ -1,0 +1,94 @@
+"""helpers.speed on the tiny checkpoint (CPU): names, idempotence, order, and exactness of the exact switches.
+
+Speed itself is measured by benchmarks/gpu_benchmark.py on a GPU, never by a timed test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import pipeline, presets, prompts, speed
+from helpers.errors import InvalidSettingError
+from helpers.loading import load_pipeline
+
+
+def _fresh_pipe():
+    # Switches change the pipeline for good, so each test loads its own copy instead of the shared fixture.
+    return load_pipeline("tiny", device="cpu", progress=False)[0]
+
+
+def _generate(pipe, mode: str = "t2v_sound", steps: int = 3):
+    s = presets.settings_for(mode, "smoke", num_inference_steps=steps, seed=7)
+    out = pipe(
+        prompt=prompts.prompt_text(mode, s), negative_prompt=prompts.negative_prompt(), **pipeline.pipe_kwargs(pipe, s)
+    )
+    return out.video, out.sound
+
+
+def test_unknown_switch_names_the_allowed_ones():
+    with pytest.raises(InvalidSettingError, match="Allowed switches: 'fp8_storage'"):
+        speed.check(["compile", "warp_drive"])
+
+
+def test_every_preset_names_known_switches():
+    for preset in presets.PRESETS.values():
+        assert speed.check(preset.speedups) == tuple(s for s in speed.SWITCHES if s in preset.speedups)
+
+
+def test_apply_is_idempotent_and_reports_what_is_on():
+    pipe = _fresh_pipe()
+    assert speed.apply(pipe, ["vae_tiling", "text_kv_cache"]) == ("text_kv_cache", "vae_tiling")
+    hooks_before = len(pipe.transformer.layers[0]._diffusers_hook.hooks)
+    assert speed.apply(pipe, ["text_kv_cache", "vae_tiling"]) == ("text_kv_cache", "vae_tiling")
+    assert len(pipe.transformer.layers[0]._diffusers_hook.hooks) == hooks_before
+    assert speed.applied(pipe) == ("text_kv_cache", "vae_tiling")
+
+
+def test_switches_out_of_order_ask_for_a_fresh_pipeline():
+    pipe = _fresh_pipe()
+    speed.apply(pipe, ["vae_tiling"])
+    with pytest.raises(InvalidSettingError, match="Load the pipeline again"):
+        speed.apply(pipe, ["text_kv_cache"])
+
+
+@pytest.mark.parametrize("mode", ["t2v_sound", "i2v", "t2i"])
+def test_text_kv_cache_gives_the_uncached_output(mode: str, monkeypatch: pytest.MonkeyPatch):
+    kwargs = {"image": None}
+    replays = []
+    generation_half = speed._generation_half
+    monkeypatch.setattr(speed, "_generation_half", lambda *a: replays.append(1) or generation_half(*a))
+    reference = _fresh_pipe()
+    cached = _fresh_pipe()
+    speed.apply(cached, ["text_kv_cache"])
+    if mode == "i2v":
+        from helpers import media
+
+        kwargs["image"] = media.load_image(prompts.conditioning("i2v"))
+
+    def run(pipe):
+        s = presets.settings_for(mode, "smoke", num_inference_steps=3, seed=7)
+        extra = {"image": kwargs["image"]} if kwargs["image"] is not None else {}
+        out = pipe(
+            prompt=prompts.prompt_text(mode, s),
+            negative_prompt=prompts.negative_prompt(),
+            **extra,
+            **pipeline.pipe_kwargs(pipe, s),
+        )
+        return out.video, out.sound
+
+    want_video, want_sound = run(reference)
+    for _ in range(2):  # a second call must re-record the cache, not reuse the first call's
+        got_video, got_sound = run(cached)
+        np.testing.assert_allclose(got_video, want_video, rtol=0, atol=1e-5)
+        if want_sound is not None:
+            np.testing.assert_allclose(got_sound.float().numpy(), want_sound.float().numpy(), rtol=0, atol=1e-5)
+    # Steps 1 and 2 of both calls replay the cache: 2 layers x 2 passes (cond, uncond) x 2 steps x 2 calls.
+    assert len(replays) == 16
+
+
+def test_group_offload_and_fp8_storage_run_on_the_tiny_checkpoint():
+    pipe = _fresh_pipe()
+    speed.apply(pipe, presets.PRESETS["low_vram"].speedups)
+    video, _ = _generate(pipe, "t2v", steps=2)
+    assert np.isfinite(video).all()

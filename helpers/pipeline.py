@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 from typing import TYPE_CHECKING, Any
 
+from helpers import speed
 from helpers.errors import SoundNotSupportedError
 from helpers.presets import GenerationSettings
 
@@ -62,6 +63,8 @@ def pipe_kwargs(
     """
     check_sound(pipe, settings)
     set_flow_shift(pipe, settings.flow_shift)
+    # The preset's speed/memory switches; a no-op once they are on, so every generation can call it.
+    speed.apply(pipe, settings)
     return {
         "num_frames": settings.num_frames,
         "height": settings.height,

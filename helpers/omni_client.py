@@ -281,7 +281,11 @@ class OmniClient:
 
         `reference` is the conditioning image (i2v) or video (v2v); the server tells them apart by content.
         """
-        data = {"model": self.model, "prompt": prompt, **video_fields(settings, negative_prompt, extra_params=extra_params)}
+        data = {
+            "model": self.model,
+            "prompt": prompt,
+            **video_fields(settings, negative_prompt, extra_params=extra_params),
+        }
         files = {"input_reference": _upload(reference)} if reference else None
         return VideoResult.from_response(self._request("POST", "/v1/videos/sync", data=data, files=files))
 
@@ -388,6 +392,8 @@ def save_video(gen: Generation, result: VideoResult | bytes, **extra: Any) -> li
     if gen.settings.enable_sound:
         mp4 = gen.run.file_for(gen.mode, ".mp4")
         audio, rate = media.read_audio(mp4)
-        wav = media.write_wav(gen.run.file_for(gen.mode, ".wav"), media.fit_audio(audio, rate, gen.settings.duration_s), rate)
+        wav = media.write_wav(
+            gen.run.file_for(gen.mode, ".wav"), media.fit_audio(audio, rate, gen.settings.duration_s), rate
+        )
         outputs.append(gen.run.record(gen.mode, wav, gen.settings, gen.seconds, **{**gen.extra, **extra}))
     return outputs

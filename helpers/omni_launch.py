@@ -94,7 +94,9 @@ def serve_args(options: ServeOptions) -> list[str]:
     return args
 
 
-def docker_args(options: ServeOptions, *, image: str = DOCKER_IMAGE, hf_cache: str = "~/.cache/huggingface") -> list[str]:
+def docker_args(
+    options: ServeOptions, *, image: str = DOCKER_IMAGE, hf_cache: str = "~/.cache/huggingface"
+) -> list[str]:
     """`docker run ... vllm/vllm-omni:cosmos3 vllm serve ...`, with the GPUs, port and Hugging Face cache mapped."""
     options.check()
     devices = ",".join(str(i) for i in range(options.gpus))

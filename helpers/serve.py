@@ -102,6 +102,7 @@ class LocalServer:
     process: subprocess.Popen[bytes]
     base_url: str
     log_path: Path
+    api_key: str | None = None
 
     @classmethod
     def start(
@@ -129,8 +130,12 @@ class LocalServer:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(log_file, "wb") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-        server = cls(process, f"http://127.0.0.1:{port}", log_file)
-        server.wait_ready(timeout_s)
+        server = cls(process, f"http://127.0.0.1:{port}", log_file, api_key)
+        try:
+            server.wait_ready(timeout_s)
+        except BaseException:
+            server.stop()
+            raise
         return server
 
     def log_text(self) -> str:
@@ -147,10 +152,9 @@ class LocalServer:
                     f"Its log ({self.log_path}):\n{self.log_text()[-3000:]}"
                 )
             if READY_LINE in self.log_text():
-                wait_for_server(self.base_url, timeout_s=max(1.0, deadline - time.monotonic()))
+                wait_for_server(self.base_url, deadline_s=max(1.0, deadline - time.monotonic()), api_key=self.api_key)
                 return
             time.sleep(0.1)
-        self.stop()
         raise ServerStartError(
             f"The local server did not print {READY_LINE!r} within {timeout_s:.0f} s. Its log ({self.log_path}):\n"
             f"{self.log_text()[-3000:]}"

@@ -135,7 +135,9 @@ class DiffusersEngine:
             height, width = pixels.shape[:2]
             buffer = io.BytesIO()
             options: dict[str, Any] = (
-                {"compress_level": (100 - compression) * 9 // 100} if image_format == "png" else {"quality": compression}
+                {"compress_level": (100 - compression) * 9 // 100}
+                if image_format == "png"
+                else {"quality": compression}
             )
             Image.fromarray(pixels).save(buffer, format=image_format.upper(), **options)
             encoded.append(buffer.getvalue())

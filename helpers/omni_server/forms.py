@@ -173,7 +173,9 @@ def _data_url_bytes(url: str, field_name: str, key: str) -> bytes:
         try:
             response = httpx.get(url, timeout=30.0, follow_redirects=False)
         except httpx.HTTPError as exc:
-            raise HTTPException(400, f"Invalid {field_name}.{key}: could not download ({type(exc).__name__}).") from None
+            raise HTTPException(
+                400, f"Invalid {field_name}.{key}: could not download ({type(exc).__name__})."
+            ) from None
         if response.status_code != 200:
             raise HTTPException(400, f"Invalid {field_name}.{key}: server returned HTTP {response.status_code}.")
         return response.content
@@ -189,7 +191,7 @@ def _reference_bytes(raw: str | None, field_name: str, key: str) -> bytes | None
     if isinstance(value, dict) and "file_id" in value:
         raise HTTPException(400, f"Invalid {field_name}: file_id is not supported yet.")
     if not isinstance(value, dict) or not isinstance(value.get(key), str):
-        raise HTTPException(400, f"Invalid {field_name}: expected an object like {{\"{key}\": \"...\"}}.")
+        raise HTTPException(400, f'Invalid {field_name}: expected an object like {{"{key}": "..."}}.')
     return _data_url_bytes(value[key], field_name, key)
 
 
@@ -224,8 +226,9 @@ def _with_prompt_metadata(prompt: str, settings: GenerationSettings) -> str:
     """JSON prompts get resolution, duration and fps written in, as vLLM-Omni does for the video routes."""
     if not prompts.is_structured(prompt):
         return prompt
-    caption = prompts.with_metadata(json.loads(prompt), settings.width, settings.height, settings.num_frames,
-                                    settings.fps)
+    caption = prompts.with_metadata(
+        json.loads(prompt), settings.width, settings.height, settings.num_frames, settings.fps
+    )
     return prompts.compact(caption)
 
 

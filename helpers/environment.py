@@ -57,3 +57,10 @@ def peak_memory_gib(reset: bool = False) -> float:
     if reset:
         torch.cuda.reset_peak_memory_stats()
     return peak
+
+
+def memory_in_use_gib() -> float:
+    """Accelerator memory allocated by tensors right now (0 on a CPU)."""
+    import torch
+
+    return torch.cuda.memory_allocated() / 2**30 if torch.cuda.is_available() else 0.0

@@ -29,6 +29,7 @@ class LoadedModel:
     guardrails: bool
     has_sound: bool
     seconds: float
+    weights_gib: float
 
 
 def choose_device(device: str = "auto") -> torch.device:
@@ -109,6 +110,14 @@ def _check_guardrails_available(model: str) -> None:
         )
 
 
+def _weights_gib(pipe: Cosmos3OmniPipeline) -> float:
+    import torch
+
+    modules = [c for c in pipe.components.values() if isinstance(c, torch.nn.Module)]
+    size = sum(p.numel() * p.element_size() for m in modules for p in m.parameters())
+    return round(size / 2**30, 3)
+
+
 def load_pipeline(
     model: str = DEFAULT_MODEL,
     *,
@@ -154,5 +163,6 @@ def load_pipeline(
         guardrails=use_guardrails,
         has_sound=pipe.sound_tokenizer is not None and bool(getattr(pipe.transformer.config, "sound_gen", False)),
         seconds=time.perf_counter() - start,
+        weights_gib=_weights_gib(pipe),
     )
     return pipe, info

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from helpers import media
+from helpers import environment, media
 from helpers.errors import MediaError, OutOfMemoryAdviceError, SoundNotSupportedError
 from helpers.presets import GenerationSettings
 
@@ -166,6 +166,7 @@ class Run:
     @contextlib.contextmanager
     def generation(self, mode: str, settings: GenerationSettings) -> Iterator[Generation]:
         """Time one generation, turn an out-of-memory error into advice, and record what it saves."""
+        environment.peak_memory_gib(reset=True)
         gen = Generation(self, mode, settings)
         try:
             yield gen
@@ -212,7 +213,7 @@ class Generation:
         """Write a pipeline output (`.video`, `.sound`) as PNG, or MP4 (+ WAV when there is sound)."""
         seconds = self.seconds
         s = self.settings
-        extra = {**self.extra, **extra}
+        extra = {**self.extra, "peak_memory_gib": round(environment.peak_memory_gib(), 3), **extra}
         if s.is_image:
             file = media.write_image(self.run.file_for(self.mode, ".png"), output.video)
             self.outputs.append(self.run.record(self.mode, file, s, seconds, **extra))

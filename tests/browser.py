@@ -228,6 +228,10 @@ def start_jupyterlab(workdir: Path) -> JupyterLab:
     (dirs["config"] / "labconfig" / "page_config.json").write_text(
         '{"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": true}}'
     )
+    # Every cell stays in the page (no virtual scrolling), so the tests see all outputs.
+    tracker = dirs["settings"] / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True, exist_ok=True)
+    tracker.write_text('{"windowingMode": "none"}')
     env = dict(
         os.environ,
         JUPYTER_CONFIG_DIR=str(dirs["config"]),

@@ -255,17 +255,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             row.update(published(mode, tier, row["total_s"]))
             save(row)
     if "low_vram" in wanted:
-        low_vram(args, pipe, tokenizer, baseline, plan, full, save, over_budget)
+        del pipe, clock  # low_vram needs the GPU memory back before it rebuilds the weights
+        low_vram(args, tokenizer, baseline, plan, full, save, over_budget)
     return results
 
 
-def low_vram(args, pipe, tokenizer, baseline, plan, full, save, over_budget) -> None:
+def low_vram(args, tokenizer, baseline, plan, full, save, over_budget) -> None:
     """Rebuild the same weights, apply low_vram, and run each tier under its memory cap."""
     import gc
 
     import torch
 
-    del pipe
     gc.collect()
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
     pipe = build_pipeline(args.arch, args.device, tokenizer)

@@ -107,7 +107,7 @@ def test_encoding_is_byte_for_byte_reproducible_after_pipeline_work(tiny_pipe, t
     assert len(digests) == 1
     # Lossy (and noise is the worst case for 4:2:0 chroma), but the same picture on average.
     error = np.abs(decoded[0].astype(int) - media.to_uint8_frames(frames).astype(int)).mean()
-    assert error < 20
+    assert error < 40  # two unrelated noise frames differ by about 85
 
 
 def test_rgb_to_yuv420p_matches_bt601_limited_range():

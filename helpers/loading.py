@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from helpers import speed
 from helpers.errors import GuardrailsUnavailableError, ModelUnavailableError
 from helpers.tiny_checkpoint import TINY_MODEL_NAME, ensure_tiny_checkpoint
 
@@ -126,10 +127,13 @@ def load_pipeline(
     dtype: str = "auto",
     guardrails: bool | None = None,
     progress: bool = True,
+    speedups: tuple[str, ...] = (),
 ) -> tuple[Cosmos3OmniPipeline, LoadedModel]:
     """Load `Cosmos3OmniPipeline` with `from_pretrained` and move it to the device.
 
     `guardrails=None` means on for real checkpoints and off for the tiny one, which has no guardrail model.
+    `speedups` (a preset's, e.g. `presets.get_preset("low_vram").speedups`) are applied before the weights move
+    when they decide where weights live (float8 storage, layer streaming), so a 24 GiB card can load Nano.
     """
     from diffusers import Cosmos3OmniPipeline
 
@@ -156,7 +160,9 @@ def load_pipeline(
         if source == "hub":
             raise ModelUnavailableError(_unavailable_message(model, str(exc).splitlines()[0])) from exc
         raise ModelUnavailableError(f"Could not load the checkpoint in {path!r}: {exc}") from exc
-    pipe.to(target)
+    if speed.needs_early_apply(speedups):
+        speed.apply(pipe, speedups, device=target)
+    pipe.to(target)  # modules under group offloading are skipped: their hooks move them layer by layer
     pipe.set_progress_bar_config(disable=not progress)
     info = LoadedModel(
         name=model,

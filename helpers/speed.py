@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 # working with the others: compilation sees plain layers, the text cache calls the (compiled) layer, and group
 # offloading, outermost, moves a layer's weights to the GPU before anything inside it runs.
 SWITCHES: tuple[str, ...] = ("fp8_storage", "compile", "text_kv_cache", "sea_cache", "group_offload", "vae_tiling")
+# Switches that decide how much of the model sits on the accelerator.
+MEMORY_SWITCHES: frozenset[str] = frozenset({"fp8_storage", "group_offload"})
 EXACT_SWITCHES: frozenset[str] = frozenset({"compile", "text_kv_cache", "group_offload"})
 _APPLIED_ATTR = "_cookbook_speedups"
 _TEXT_KV_HOOK = "cookbook_text_kv_cache"
@@ -55,8 +57,16 @@ def applied(pipe: Cosmos3OmniPipeline) -> tuple[str, ...]:
     return tuple(getattr(pipe.transformer, _APPLIED_ATTR, ()))
 
 
-def apply(pipe: Cosmos3OmniPipeline, settings: GenerationSettings | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+def apply(
+    pipe: Cosmos3OmniPipeline,
+    settings: GenerationSettings | tuple[str, ...] | list[str],
+    *,
+    device: torch.device | None = None,
+) -> tuple[str, ...]:
     """Turn on the switches named by `settings.speedups` (or a list of names); returns all switches now on.
+
+    `device` is where the model computes; it defaults to where the transformer's weights are. Loading passes the
+    accelerator while the weights are still in CPU memory, so that memory switches act before they move.
 
     Switches stay on once applied (compiled layers and float8 weights cannot be undone): a later call may add
     switches that come after every applied one in `SWITCHES`, and otherwise raises, asking for a fresh pipeline.
@@ -69,8 +79,9 @@ def apply(pipe: Cosmos3OmniPipeline, settings: GenerationSettings | tuple[str, .
             f"Cannot add {new[0]!r} to a pipeline that already has {list(done)}: switches must be applied in the "
             f"order {list(SWITCHES)}. Load the pipeline again (helpers.loading.load_pipeline) and apply them together."
         )
+    target = device or _device(pipe)
     for name in new:
-        _APPLY[name](pipe, names)
+        _APPLY[name](pipe, names, target)
         done = (*done, name)
         setattr(pipe.transformer, _APPLIED_ATTR, done)
     return done
@@ -82,7 +93,7 @@ def _device(pipe: Cosmos3OmniPipeline) -> torch.device:
     return get_parameter_device(pipe.transformer)
 
 
-def _fp8_storage(pipe: Cosmos3OmniPipeline, names: tuple[str, ...]) -> None:
+def _fp8_storage(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
     import torch
 
     pipe.transformer.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=pipe.transformer.dtype)
@@ -92,7 +103,7 @@ def _layers(pipe: Cosmos3OmniPipeline) -> list[torch.nn.Module]:
     return list(pipe.transformer.layers)
 
 
-def _compile(pipe: Cosmos3OmniPipeline, names: tuple[str, ...]) -> None:
+def _compile(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
     import torch
 
     # Regional compilation, like `compile_repeated_blocks(fullgraph=True)`, but of each layer's `forward` rather
@@ -198,7 +209,7 @@ def _text_kv_cache_hook(compiled: bool):
     return TextKVCacheHook
 
 
-def _text_kv_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...]) -> None:
+def _text_kv_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
     from diffusers.hooks import HookRegistry
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
 
@@ -215,16 +226,15 @@ def _text_kv_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...]) -> None:
     HookRegistry.check_if_exists_or_initialize(pipe.transformer).invalidate_child_registries_cache()
 
 
-def _sea_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...]) -> None:
+def _sea_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
     from diffusers import SeaCacheConfig
 
     pipe.transformer.enable_cache(SeaCacheConfig())
 
 
-def _group_offload(pipe: Cosmos3OmniPipeline, names: tuple[str, ...]) -> None:
+def _group_offload(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
     import torch
 
-    device = _device(pipe)
     # One layer at a time, prefetched on a side stream so copies overlap compute (CUDA only).
     pipe.transformer.enable_group_offload(
         onload_device=device,
@@ -235,7 +245,7 @@ def _group_offload(pipe: Cosmos3OmniPipeline, names: tuple[str, ...]) -> None:
     )
 
 
-def _vae_tiling(pipe: Cosmos3OmniPipeline, names: tuple[str, ...]) -> None:
+def _vae_tiling(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
     pipe.vae.enable_tiling()
 
 
@@ -247,3 +257,8 @@ _APPLY = {
     "group_offload": _group_offload,
     "vae_tiling": _vae_tiling,
 }
+
+
+def needs_early_apply(names: tuple[str, ...] | list[str]) -> bool:
+    """True when the switches change where weights live, so they must be applied before the model is moved."""
+    return any(n in MEMORY_SWITCHES for n in names)

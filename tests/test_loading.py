@@ -50,3 +50,13 @@ def test_defaults_are_bf16_on_cuda_and_float32_on_cpu():
     assert loading.choose_dtype(torch.device("cpu")) == torch.float32
     with pytest.raises(ModelUnavailableError, match="bfloat16"):
         loading.choose_dtype(torch.device("cpu"), "int4")
+
+
+def test_memory_switches_are_applied_while_loading_so_weights_never_all_move_first():
+    from helpers import presets, speed
+
+    low = presets.get_preset("low_vram").speedups
+    pipe, _ = loading.load_pipeline("tiny", device="cpu", progress=False, speedups=low)
+    assert speed.applied(pipe) == speed.check(low)
+    plain, _ = loading.load_pipeline("tiny", device="cpu", progress=False, speedups=presets.get_preset("fast").speedups)
+    assert speed.applied(plain) == ()  # compute switches wait for the first generation

@@ -229,6 +229,11 @@ def parse_modes(modes: str | list[str] | tuple[str, ...]) -> list[str]:
     return chosen
 
 
+def parse_presets(names: str) -> list[str]:
+    """Turn `"draft, default"` into a validated list of preset names (empty text: an empty list)."""
+    return [get_preset(n.strip()).name for n in names.split(",") if n.strip()]
+
+
 def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]

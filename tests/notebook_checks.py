@@ -8,6 +8,8 @@ from typing import Any
 
 from helpers import media, presets
 
+ALL_MODES = list(presets.MODES)
+
 # What each file of a mode must be: (kind, suffix). Sound modes also write the audio as a WAV.
 EXPECTED_FILES = {
     "t2i": [("image", ".png")],
@@ -19,17 +21,25 @@ EXPECTED_FILES = {
 }
 
 
-def check_run(run_dir: Path, modes: list[str], preset: str, seed: int) -> dict[str, Any]:
-    """Decode every output listed in the manifest and compare it with the settings of its mode."""
+def check_run(
+    run_dir: Path, modes: list[str], preset: str, seed: int, compared: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Decode every output listed in the manifest and compare it with the settings of its mode.
+
+    `compared` are the presets of the comparison section, whose t2v outputs are listed as `t2v-vs-<preset>`.
+    """
     manifest = json.loads((run_dir / "manifest.json").read_text())
     listed = sorted((o["mode"], o["kind"]) for o in manifest["outputs"])
-    expected = sorted((m, kind) for m in modes for kind, _ in EXPECTED_FILES[m])
+    expected = sorted(
+        [(m, kind) for m in modes for kind, _ in EXPECTED_FILES[m]] + [(f"t2v-vs-{p}", "video") for p in compared]
+    )
     assert listed == expected, f"manifest lists {listed}, expected {expected}"
     for out in manifest["outputs"]:
-        s = presets.settings_for(out["mode"], preset, seed=seed)
+        mode, _, other = out["mode"].partition("-vs-")
+        s = presets.settings_for(mode, other or preset, seed=seed)
         path = run_dir / out["path"]
         info = media.probe(path)
-        assert out["seed"] == seed and out["settings"]["preset"] == preset
+        assert out["seed"] == seed and out["settings"]["preset"] == (other or preset)
         assert out["seconds"] > 0
         if out["kind"] == "image":
             assert path.suffix == ".png"

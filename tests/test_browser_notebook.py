@@ -15,6 +15,7 @@ import papermill
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
+from helpers import media
 from helpers.assets import notebook_path
 from helpers.presets import MODE_TITLES
 from tests.browser import (
@@ -86,6 +87,12 @@ def _write_parameterized_copy(lab: JupyterLab) -> tuple[str, Path]:
     return NAME, media_dir
 
 
+def _listed(run_dir: Path, mode: str) -> list[tuple[str, str]]:
+    """(kind, file) of each output of `mode` in the run's manifest."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    return [(o["kind"], o["path"]) for o in manifest["outputs"] if o["mode"] == mode]
+
+
 def _form_available() -> bool:
     return (REPO / "helpers" / "form.py").is_file()
 
@@ -118,8 +125,7 @@ def test_notebook_runs_in_jupyterlab_and_the_form_generates_a_playable_video(jup
     assert all(isinstance(c["count"], int) for c in state["cells"]), f"cells left unrun: {state['cells']}"
     # The run wrote its files and the t2i section shows the picture it made.
     (run_dir,) = media_dir.iterdir()
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert [o["kind"] for o in manifest["outputs"]] == ["image"]
+    assert _listed(run_dir, "t2i") == [("image", "t2i.png")]
     notebook_media = media_state(page, ".jp-Notebook")
     assert notebook_media["images"] and all(i["naturalWidth"] > 0 for i in notebook_media["images"])
 
@@ -152,5 +158,8 @@ def test_notebook_runs_in_jupyterlab_and_the_form_generates_a_playable_video(jup
     assert_playable(result["videos"])
     assert_frames_decode(page, ".cookbook-form")
     _assert_no_error_shown(page, page.evaluate(NOTEBOOK_STATE_JS, path))
+    # What the page plays is the file the form wrote into the notebook's run folder and manifest.
+    ((kind, video),) = _listed(run_dir, FORM_MODE)
+    assert kind == "video" and media.probe(run_dir / video).codec == "h264"
     form.scroll_into_view_if_needed()
     screenshot(page, "notebook-form")

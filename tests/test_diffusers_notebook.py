@@ -12,11 +12,12 @@ import pytest
 
 from helpers import notebooks
 from helpers.assets import notebook_path
-from tests.notebook_checks import check_run, error_outputs
+from tests.notebook_checks import ALL_MODES, check_run, error_outputs
 
 NAME = "run_with_diffusers.ipynb"
-ALL_MODES = ["t2i", "t2v", "i2v", "v2v", "t2v_sound", "i2v_sound"]
-TEST_PARAMETERS = {"MODEL", "PRESET", "SEED", "MODES", "OUTPUT_DIR", "IMAGE", "VIDEO", "GUARDRAILS", "DEVICE"}
+TEST_PARAMETERS = {
+    "MODEL", "PRESET", "SEED", "MODES", "OUTPUT_DIR", "IMAGE", "VIDEO", "GUARDRAILS", "DEVICE", "COMPARE", "PROGRESS",
+}  # fmt: skip
 
 pytestmark = pytest.mark.notebook
 
@@ -33,12 +34,13 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(tmp_p
     executed = notebooks.execute(
         NAME,
         tmp_path / "out.ipynb",
-        {"MODEL": "tiny", "PRESET": "smoke", "SEED": 5, "OUTPUT_DIR": str(tmp_path / "media")},
-    )
+        {"MODEL": "tiny", "PRESET": "smoke", "SEED": 5, "OUTPUT_DIR": str(tmp_path / "media"), "COMPARE": "smoke",
+         "PROGRESS": False},
+    )  # fmt: skip
     assert error_outputs(executed) == []
     run_dir = notebooks.run_folder_from(executed)
     assert run_dir.parent == tmp_path / "media"
-    check_run(run_dir, ALL_MODES, "smoke", 5)
+    check_run(run_dir, ALL_MODES, "smoke", 5, compared=("smoke",))
     # A second run writes a new folder and leaves the first untouched.
     before = {p: p.read_bytes() for p in run_dir.iterdir()}
     again = notebooks.run_folder_from(

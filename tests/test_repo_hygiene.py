@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import papermill
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,6 +43,10 @@ def test_parameters_cell_holds_only_documented_literals(path):
         ast.literal_eval(node.value)
     for line in source.splitlines():
         assert "  # " in line, f"parameter without a help comment: {line}"
+    # papermill parses the cell with its own regex: every assignment must come out as a parameter (an "=" inside
+    # a help comment once hid one).
+    declared = {node.target.id for node in ast.parse(source).body}
+    assert declared == set(papermill.inspect_notebook(str(path)))
 
 
 def test_ruff_lints_code_and_notebooks():

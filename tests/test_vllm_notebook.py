@@ -22,10 +22,11 @@ from papermill.parameterize import parameterize_notebook
 from helpers import media, notebooks
 from helpers.assets import notebook_path
 from helpers.runs import MANIFEST_NAME
+from tests.notebook_checks import ALL_MODES, check_run
 
 NAME = "run_with_vllm_omni.ipynb"
 TWIN = "run_with_diffusers.ipynb"
-SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0}
+SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0, "PROGRESS": False}
 
 pytestmark = pytest.mark.notebook
 
@@ -64,30 +65,13 @@ def test_committed_without_outputs_on_the_python3_kernel() -> None:
     assert code[0].metadata.get("tags") == ["parameters"]
 
 
-def test_papermill_run_writes_every_mode_and_finishes_in_time(vllm_run: tuple[Path, float]) -> None:
-    run, seconds = vllm_run
-    outputs = {o["path"]: o for o in _manifest(run)["outputs"]}
-    assert sorted(outputs) == sorted(
-        ["t2i.png", "t2v.mp4", "i2v.mp4", "v2v.mp4", "t2v_sound.mp4", "t2v_sound.wav", "i2v_sound.mp4", "i2v_sound.wav"]
-    )
-    image = media.probe(run / "t2i.png")
-    assert (image.width, image.height) == (128, 128)
-    for name in ("t2v.mp4", "i2v.mp4", "v2v.mp4", "t2v_sound.mp4", "i2v_sound.mp4"):
-        info = media.probe(run / name)
-        assert (info.codec, info.pix_fmt, info.width, info.height, info.num_frames, info.fps) == (
-            "h264",
-            "yuv420p",
-            160,
-            96,
-            17,
-            24.0,
-        ), name
-        assert (info.audio is not None) == name.endswith("_sound.mp4"), name
-        if info.audio is not None:
-            assert (info.audio.codec, info.audio.channels, info.audio.sample_rate) == ("aac", 2, 48000)
-    samples, rate = media.read_audio(run / "t2v_sound.wav")
+def test_papermill_run_writes_every_mode_and_every_file_is_what_the_settings_ask(
+    vllm_run: tuple[Path, float],
+) -> None:
+    # The wall time is measured by benchmarks/notebook_wall_time.py, not asserted here.
+    check_run(vllm_run[0], ALL_MODES, "smoke", 0)
+    samples, rate = media.read_audio(vllm_run[0] / "t2v_sound.wav")
     assert rate == 48000 and samples.shape == (2, round(17 / 24 * 48000))
-    assert seconds < 90, f"the notebook took {seconds:.0f} s on tiny/smoke (target: under 90 s)"
 
 
 def test_same_files_and_same_frames_as_the_diffusers_notebook(

@@ -125,7 +125,7 @@ def test_notebook_runs_in_jupyterlab_and_the_form_generates_a_playable_video(jup
     assert all(isinstance(c["count"], int) for c in state["cells"]), f"cells left unrun: {state['cells']}"
     # The run wrote its files and the t2i section shows the picture it made.
     (run_dir,) = media_dir.iterdir()
-    assert _listed(run_dir, "t2i") == [("image", "t2i.png")]
+    assert [kind for kind, _ in _listed(run_dir, "t2i")] == ["image"]
     notebook_media = media_state(page, ".jp-Notebook")
     assert notebook_media["images"] and all(i["naturalWidth"] > 0 for i in notebook_media["images"])
 

@@ -9,8 +9,8 @@ Per (mode, tier, preset) it reports the total, the median step, the VAE decode, 
 NVIDIA's published H200 times beside ours. Tiers timed with fewer than the full steps are extrapolated:
 total = setup + first step + (steps - 1) x median step + decode; the results mark them `extrapolated`.
 The baseline runs first; `fast` and `turbo` add switches to the same model (their outputs are compared with the
-baseline's); `low_vram` rebuilds the same random weights (same seed) and runs under a memory cap
-(`torch.cuda.set_per_process_memory_fraction`).
+baseline's); the memory presets `low_vram` and `min_vram` each rebuild the same random weights (same seed) and run
+under a memory cap (`torch.cuda.set_per_process_memory_fraction`).
 
     python benchmarks/gpu_benchmark.py --out results.json                   # on an H200, the published settings
     python benchmarks/gpu_benchmark.py --arch small --tiers 256p --frames 9 --plan 256p:3 --device cpu  # CPU check
@@ -45,6 +45,8 @@ QWEN_SPECIALS = (
     "<|image_pad|>", "<|video_pad|>",
 )  # fmt: skip
 SEED = 1234
+# Presets that decide where the weights live: each runs on its own rebuilt pipeline under a memory cap.
+MEMORY_PRESETS = ("low_vram", "min_vram")
 
 
 def qwen_tokenizer():
@@ -254,28 +256,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 row.update(deviation(video, baseline[(mode, tier, steps)]))
             row.update(published(mode, tier, row["total_s"]))
             save(row)
-    if "low_vram" in wanted:
-        del pipe, clock  # low_vram needs the GPU memory back before it rebuilds the weights
-        low_vram(args, tokenizer, baseline, plan, full, save, over_budget)
+    memory_presets = [p for p in MEMORY_PRESETS if p in wanted]
+    if memory_presets:
+        del pipe, clock  # the memory presets need the GPU memory back before they rebuild the weights
+        for preset in memory_presets:
+            under_cap(preset, args, tokenizer, baseline, plan, full, save, over_budget)
     return results
 
 
-def low_vram(args, tokenizer, baseline, plan, full, save, over_budget) -> None:
-    """Rebuild the same weights, apply low_vram, and run each tier under its memory cap."""
+def under_cap(preset: str, args, tokenizer, baseline, plan, full, save, over_budget) -> None:
+    """Rebuild the same weights, apply a memory preset, and run each of its tiers under its memory cap."""
     import gc
 
     import torch
 
+    caps = [cap.split(":")[1:] for cap in args.caps.split(",") if cap.split(":")[0] == preset]
     gc.collect()
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
     pipe = build_pipeline(args.arch, args.device, tokenizer)
     clock = StepClock(pipe)
-    speed.apply(pipe, presets.PRESETS["low_vram"].speedups)
+    speed.apply(pipe, presets.PRESETS[preset].speedups)
     gc.collect()
-    for cap in args.caps.split(","):
-        tier, gib = cap.split(":")
+    for tier, gib in caps:
         if over_budget():
-            print(f"budget reached: skipping low_vram t2v {tier}", flush=True)
+            print(f"budget reached: skipping {preset} t2v {tier}", flush=True)
             continue
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -283,7 +287,7 @@ def low_vram(args, tokenizer, baseline, plan, full, save, over_budget) -> None:
             torch.cuda.set_per_process_memory_fraction(float(gib) * 2**30 / total)
         steps = min(plan.get(tier, full["t2v"]), full["t2v"])
         row, video = generate(pipe, clock, "t2v", tier, args.frames, steps, full["t2v"])
-        row.update(preset="low_vram", speedups=list(speed.applied(pipe)), cap_gib=float(gib))
+        row.update(preset=preset, speedups=list(speed.applied(pipe)), cap_gib=float(gib))
         if (key := ("t2v", tier, steps)) in baseline:
             row.update(deviation(video, baseline[key]))
         row.update(published("t2v", tier, row["total_s"]))
@@ -332,8 +336,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--frames", type=int, default=189)
     parser.add_argument("--steps", type=int, default=35, help="full video steps (t2i uses 50)")
     parser.add_argument("--plan", default="256p:35,480p:6,720p:3", help="steps actually timed per tier")
-    parser.add_argument("--presets", default="baseline,fast,turbo,low_vram")
-    parser.add_argument("--caps", default="480p:24,256p:16", help="low_vram memory caps in GiB per tier")
+    parser.add_argument("--presets", default="baseline,fast,turbo,low_vram,min_vram")
+    parser.add_argument(
+        "--caps", default="low_vram:480p:24,min_vram:256p:16", help="memory caps in GiB: preset:tier:GiB, ..."
+    )
     parser.add_argument("--budget-s", type=float, default=480, help="skip what would start after this many seconds")
     parser.add_argument("--out", default="gpu_benchmark.json")
     parser.add_argument("--table", nargs="+", metavar="JSON", help="print the markdown table of result files")

@@ -8,6 +8,7 @@ names again does nothing, so it is safe to call before every generation (`helper
 | `fp8_storage` | transformer weights stored in float8, computed in the model dtype (layerwise casting) | changes |
 | `compile` | `torch.compile(fullgraph=True)` of each repeated decoder layer (regional compilation) | same up to noise |
 | `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
+| `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
 | `sea_cache` | diffusers' SeaCache: reuses the decoder-stack residual on steps where little changes | changes |
 | `group_offload` | keeps transformer layers in CPU memory and streams them to the GPU one at a time | same |
 | `vae_tiling` | decodes the video in overlapping tiles | changes slightly |
@@ -17,6 +18,11 @@ each other, causally, and never to the generated tokens; nothing on their path d
 keys and values that the generated tokens attend to are the same at every denoising step for a given prompt. The
 cache records them at step 0 of each `cache_context` ("cond" and "uncond" are separate) and from step 1 on runs only
 the generation half of each layer. tests/test_speed.py checks the output against the uncached pipeline.
+
+Why `zero_encode_cache` is exact: without a conditioning image or video, `prepare_latents` VAE-encodes an all-zero
+video of the output's size (seconds at 720p) only to get the latent shape; its values are multiplied by a zero mask.
+The encoding of zeros depends only on the size, dtype, device and the VAE, so it is computed once per such key and
+reused; inputs with any non-zero value (real conditioning) are encoded as before.
 """
 
 from __future__ import annotations
@@ -34,10 +40,18 @@ if TYPE_CHECKING:
 # The order switches are applied in. Hooks registered later wrap earlier ones, so this order keeps each switch
 # working with the others: compilation sees plain layers, the text cache calls the (compiled) layer, and group
 # offloading, outermost, moves a layer's weights to the GPU before anything inside it runs.
-SWITCHES: tuple[str, ...] = ("fp8_storage", "compile", "text_kv_cache", "sea_cache", "group_offload", "vae_tiling")
+SWITCHES: tuple[str, ...] = (
+    "fp8_storage",
+    "compile",
+    "text_kv_cache",
+    "zero_encode_cache",
+    "sea_cache",
+    "group_offload",
+    "vae_tiling",
+)
 # Switches that decide how much of the model sits on the accelerator.
 MEMORY_SWITCHES: frozenset[str] = frozenset({"fp8_storage", "group_offload"})
-EXACT_SWITCHES: frozenset[str] = frozenset({"compile", "text_kv_cache", "group_offload"})
+EXACT_SWITCHES: frozenset[str] = frozenset({"compile", "text_kv_cache", "zero_encode_cache", "group_offload"})
 _APPLIED_ATTR = "_cookbook_speedups"
 _TEXT_KV_HOOK = "cookbook_text_kv_cache"
 
@@ -226,6 +240,25 @@ def _text_kv_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: to
     HookRegistry.check_if_exists_or_initialize(pipe.transformer).invalidate_child_registries_cache()
 
 
+def _zero_encode_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
+    encode = pipe._encode_video
+    cache: dict[tuple[Any, ...], torch.Tensor] = {}
+
+    @functools.wraps(encode)
+    def encode_once_per_size(x: torch.Tensor) -> torch.Tensor:
+        if x.any():
+            return encode(x)
+        # Tiling and the VAE's dtype change the encoding; `id(pipe.vae)` covers a swapped VAE.
+        key = (tuple(x.shape), x.dtype, x.device, id(pipe.vae), pipe.vae.dtype, pipe.vae.use_tiling)
+        if key not in cache:
+            cache[key] = encode(x)
+        # A copy, so that nothing downstream can change the cached tensor in place.
+        return cache[key].clone()
+
+    # An instance attribute: only this pipeline's `prepare_latents` sees the cache.
+    pipe._encode_video = encode_once_per_size
+
+
 def _sea_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
     from diffusers import SeaCacheConfig
 
@@ -253,6 +286,7 @@ _APPLY = {
     "fp8_storage": _fp8_storage,
     "compile": _compile,
     "text_kv_cache": _text_kv_cache,
+    "zero_encode_cache": _zero_encode_cache,
     "sea_cache": _sea_cache,
     "group_offload": _group_offload,
     "vae_tiling": _vae_tiling,

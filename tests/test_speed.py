@@ -87,8 +87,47 @@ def test_text_kv_cache_gives_the_uncached_output(mode: str, monkeypatch: pytest.
     assert len(replays) == 16
 
 
-def test_group_offload_and_fp8_storage_run_on_the_tiny_checkpoint():
+@pytest.mark.parametrize("preset", ["low_vram", "min_vram"])
+def test_memory_presets_run_on_the_tiny_checkpoint(preset: str):
     pipe = _fresh_pipe()
-    speed.apply(pipe, presets.PRESETS["low_vram"].speedups)
+    speed.apply(pipe, presets.PRESETS[preset].speedups)
     video, _ = _generate(pipe, "t2v", steps=2)
     assert np.isfinite(video).all()
+
+
+def test_zero_encode_cache_gives_the_uncached_output_and_encodes_once_per_size():
+    reference = _fresh_pipe()
+    cached = _fresh_pipe()
+    speed.apply(cached, ["zero_encode_cache"])
+    encodes = []
+    vae_encode = cached.vae.encode
+    cached.vae.encode = lambda x, *a, **k: encodes.append(tuple(x.shape)) or vae_encode(x, *a, **k)
+    want, _ = _generate(reference, "t2v", steps=2)
+    for _ in range(2):
+        got, _ = _generate(cached, "t2v", steps=2)
+        np.testing.assert_array_equal(got, want)
+    assert len(encodes) == 1
+    _generate(cached, "t2i", steps=2)  # another size: encoded once more
+    assert len(encodes) == 2
+
+
+def test_zero_encode_cache_still_encodes_a_conditioning_image():
+    from helpers import media
+
+    pipe = _fresh_pipe()
+    speed.apply(pipe, ["zero_encode_cache"])
+    encodes = []
+    vae_encode = pipe.vae.encode
+    pipe.vae.encode = lambda x, *a, **k: encodes.append(1) or vae_encode(x, *a, **k)
+    s = presets.settings_for("i2v", "smoke", num_inference_steps=1, seed=7)
+    image = media.load_image(prompts.conditioning("i2v"))
+    for _ in range(2):
+        pipe(prompt=prompts.prompt_text("i2v", s), image=image, **pipeline.pipe_kwargs(pipe, s))
+    assert len(encodes) == 2
+
+
+def test_min_vram_streams_layers_and_low_vram_keeps_them_on_the_device():
+    low, minimal = presets.get_preset("low_vram").speedups, presets.get_preset("min_vram").speedups
+    assert "fp8_storage" in low and "group_offload" not in low
+    assert {"fp8_storage", "group_offload"} <= set(minimal)
+    assert not (set(low) - speed.EXACT_SWITCHES) - {"fp8_storage", "vae_tiling"}

@@ -271,13 +271,17 @@ def under_cap(preset: str, args, tokenizer, baseline, plan, full, save, over_bud
     import torch
 
     caps = [cap.split(":")[1:] for cap in args.caps.split(",") if cap.split(":")[0] == preset]
+    torch._dynamo.reset()  # compiled layers of the earlier presets would otherwise keep their weights alive
     gc.collect()
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
+    if torch.cuda.is_available():
+        left = torch.cuda.memory_allocated() / 2**30
+        print(f"{preset}: {left:.2f} GiB still allocated before the rebuild", flush=True)
     pipe = build_pipeline(args.arch, args.device, tokenizer)
     clock = StepClock(pipe)
     speed.apply(pipe, presets.PRESETS[preset].speedups)
     gc.collect()
-    for tier, gib in caps:
+    for tier, gib, *timed in caps:
         if over_budget():
             print(f"budget reached: skipping {preset} t2v {tier}", flush=True)
             continue
@@ -285,7 +289,7 @@ def under_cap(preset: str, args, tokenizer, baseline, plan, full, save, over_bud
             torch.cuda.empty_cache()
             total = torch.cuda.get_device_properties(0).total_memory
             torch.cuda.set_per_process_memory_fraction(float(gib) * 2**30 / total)
-        steps = min(plan.get(tier, full["t2v"]), full["t2v"])
+        steps = min(int(timed[0]) if timed else plan.get(tier, full["t2v"]), full["t2v"])
         row, video = generate(pipe, clock, "t2v", tier, args.frames, steps, full["t2v"])
         row.update(preset=preset, speedups=list(speed.applied(pipe)), cap_gib=float(gib))
         if (key := ("t2v", tier, steps)) in baseline:
@@ -338,7 +342,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plan", default="256p:35,480p:6,720p:3", help="steps actually timed per tier")
     parser.add_argument("--presets", default="baseline,fast,turbo,low_vram,min_vram")
     parser.add_argument(
-        "--caps", default="low_vram:480p:24,min_vram:256p:16", help="memory caps in GiB: preset:tier:GiB, ..."
+        "--caps",
+        default="low_vram:480p:24,min_vram:256p:16:6",
+        help="memory caps: preset:tier:GiB[:steps to time, else --plan's], ...",
     )
     parser.add_argument("--budget-s", type=float, default=480, help="skip what would start after this many seconds")
     parser.add_argument("--out", default="gpu_benchmark.json")

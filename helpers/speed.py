@@ -9,6 +9,7 @@ names again does nothing, so it is safe to call before every generation (`helper
 | `compile` | `torch.compile(fullgraph=True)` of each repeated decoder layer (regional compilation) | same up to noise |
 | `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
 | `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
+| `vae_autotune` | cuDNN benchmark mode (fastest convolution algorithms) during the VAE decode | same up to noise |
 | `sea_cache` | diffusers' SeaCache: reuses the decoder-stack residual on steps where little changes | changes |
 | `group_offload` | keeps transformer layers in CPU memory and streams them to the GPU one at a time | same |
 | `vae_tiling` | decodes the video in overlapping tiles | changes slightly |
@@ -45,13 +46,17 @@ SWITCHES: tuple[str, ...] = (
     "compile",
     "text_kv_cache",
     "zero_encode_cache",
+    "vae_autotune",
     "sea_cache",
     "group_offload",
     "vae_tiling",
 )
 # Switches that decide how much of the model sits on the accelerator.
 MEMORY_SWITCHES: frozenset[str] = frozenset({"fp8_storage", "group_offload"})
-EXACT_SWITCHES: frozenset[str] = frozenset({"compile", "text_kv_cache", "zero_encode_cache", "group_offload"})
+# Switches whose output matches the baseline's up to numerical noise.
+EXACT_SWITCHES: frozenset[str] = frozenset(
+    {"compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "group_offload"}
+)
 _APPLIED_ATTR = "_cookbook_speedups"
 _TEXT_KV_HOOK = "cookbook_text_kv_cache"
 
@@ -259,6 +264,25 @@ def _zero_encode_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device
     pipe._encode_video = encode_once_per_size
 
 
+def _vae_autotune(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
+    import torch
+
+    decode = pipe.vae.decode
+
+    @functools.wraps(decode)
+    def autotuned_decode(*args: Any, **kwargs: Any) -> Any:
+        # Scoped to the decode: benchmark mode tries each algorithm once per new input shape, which pays off for the
+        # VAE's many same-shaped 3D convolutions; elsewhere (and under a memory cap) the default heuristics stay.
+        before = torch.backends.cudnn.benchmark
+        torch.backends.cudnn.benchmark = True
+        try:
+            return decode(*args, **kwargs)
+        finally:
+            torch.backends.cudnn.benchmark = before
+
+    pipe.vae.decode = autotuned_decode
+
+
 def _sea_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
     from diffusers import SeaCacheConfig
 
@@ -287,6 +311,7 @@ _APPLY = {
     "compile": _compile,
     "text_kv_cache": _text_kv_cache,
     "zero_encode_cache": _zero_encode_cache,
+    "vae_autotune": _vae_autotune,
     "sea_cache": _sea_cache,
     "group_offload": _group_offload,
     "vae_tiling": _vae_tiling,

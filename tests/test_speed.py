@@ -131,3 +131,17 @@ def test_min_vram_streams_layers_and_low_vram_keeps_them_on_the_device():
     assert "fp8_storage" in low and "group_offload" not in low
     assert {"fp8_storage", "group_offload"} <= set(minimal)
     assert not (set(low) - speed.EXACT_SWITCHES) - {"fp8_storage", "vae_tiling"}
+
+
+def test_vae_autotune_turns_cudnn_benchmark_mode_on_only_during_the_decode():
+    import torch
+
+    pipe = _fresh_pipe()
+    modes = []
+    decode = pipe.vae.decode
+    pipe.vae.decode = lambda *a, **k: modes.append(torch.backends.cudnn.benchmark) or decode(*a, **k)
+    speed.apply(pipe, ["vae_autotune"])
+    before = torch.backends.cudnn.benchmark
+    _generate(pipe, "t2v", steps=1)
+    assert modes == [True]
+    assert torch.backends.cudnn.benchmark == before

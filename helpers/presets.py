@@ -105,99 +105,87 @@ class Preset:
 _VIDEO_DEFAULTS = {"fps": 24, "guidance_scale": 6.0, "flow_shift": 10.0}
 _IMAGE_DEFAULTS = {"image_size": (1024, 1024), "image_guidance_scale": 7.0, "image_flow_shift": 3.0}
 
+_BASE_PRESETS: tuple[Preset, ...] = (
+    Preset(
+        name="smoke",
+        description="Tiny checkpoint on a CPU: 160x96, 17 frames, 2 steps. Checks that everything runs.",
+        video_size=(160, 96),
+        num_frames=17,
+        steps=2,
+        image_size=(128, 128),
+        image_steps=2,
+        image_guidance_scale=7.0,
+        image_flow_shift=3.0,
+        **_VIDEO_DEFAULTS,
+    ),
+    Preset(
+        name="draft",
+        description="256p 16:9, 93 frames (3.9 s), 20 steps: quick looks at a prompt.",
+        video_size=SIZES["256p"]["16:9"],
+        num_frames=93,
+        steps=20,
+        image_size=(512, 512),
+        image_steps=25,
+        image_guidance_scale=7.0,
+        image_flow_shift=3.0,
+        **_VIDEO_DEFAULTS,
+    ),
+    Preset(
+        name="default",
+        description="480p 16:9, 189 frames (7.9 s), 35 steps, guidance 6, flow shift 10.",
+        video_size=SIZES["480p"]["16:9"],
+        num_frames=189,
+        steps=35,
+        image_steps=50,
+        **_VIDEO_DEFAULTS,
+        **_IMAGE_DEFAULTS,
+    ),
+    Preset(
+        name="quality",
+        description="720p 16:9, 189 frames (7.9 s), 35 steps: the published full-quality setting.",
+        video_size=SIZES["720p"]["16:9"],
+        num_frames=189,
+        steps=35,
+        image_steps=50,
+        **_VIDEO_DEFAULTS,
+        **_IMAGE_DEFAULTS,
+    ),
+)
+_DEFAULT = next(p for p in _BASE_PRESETS if p.name == "default")
+
+
+def _speed_variant(name: str, description: str, speedups: tuple[str, ...], **changes: Any) -> Preset:
+    """`default`'s settings (or `changes` to them) with speed or memory switches (helpers.speed)."""
+    return dataclasses.replace(_DEFAULT, name=name, description=description, speedups=speedups, **changes)
+
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset(
-            name="smoke",
-            description="Tiny checkpoint on a CPU: 160x96, 17 frames, 2 steps. Checks that everything runs.",
-            video_size=(160, 96),
-            num_frames=17,
-            steps=2,
-            image_size=(128, 128),
-            image_steps=2,
-            image_guidance_scale=7.0,
-            image_flow_shift=3.0,
-            **_VIDEO_DEFAULTS,
-        ),
-        Preset(
-            name="draft",
-            description="256p 16:9, 93 frames (3.9 s), 20 steps: quick looks at a prompt.",
-            video_size=SIZES["256p"]["16:9"],
-            num_frames=93,
-            steps=20,
-            image_size=(512, 512),
-            image_steps=25,
-            image_guidance_scale=7.0,
-            image_flow_shift=3.0,
-            **_VIDEO_DEFAULTS,
-        ),
-        Preset(
-            name="default",
-            description="480p 16:9, 189 frames (7.9 s), 35 steps, guidance 6, flow shift 10.",
-            video_size=SIZES["480p"]["16:9"],
-            num_frames=189,
-            steps=35,
-            image_steps=50,
-            **_VIDEO_DEFAULTS,
-            **_IMAGE_DEFAULTS,
-        ),
-        Preset(
-            name="quality",
-            description="720p 16:9, 189 frames (7.9 s), 35 steps: the published full-quality setting.",
-            video_size=SIZES["720p"]["16:9"],
-            num_frames=189,
-            steps=35,
-            image_steps=50,
-            **_VIDEO_DEFAULTS,
-            **_IMAGE_DEFAULTS,
-        ),
-        Preset(
-            name="fast",
-            description="default's settings, faster: compiled layers, text keys/values cached across steps, tuned VAE. "
+        *_BASE_PRESETS,
+        _speed_variant(
+            "fast",
+            "default's settings, faster: compiled layers, text keys/values cached across steps, tuned VAE. "
             "Same output up to numerical noise.",
-            video_size=SIZES["480p"]["16:9"],
-            num_frames=189,
-            steps=35,
-            image_steps=50,
-            speedups=("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune"),
-            **_VIDEO_DEFAULTS,
-            **_IMAGE_DEFAULTS,
+            ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune"),
         ),
-        Preset(
-            name="turbo",
-            description="fast plus SeaCache step caching: quicker again, but the output changes (opt-in).",
-            video_size=SIZES["480p"]["16:9"],
-            num_frames=189,
-            steps=35,
-            image_steps=50,
-            speedups=("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "sea_cache"),
-            **_VIDEO_DEFAULTS,
-            **_IMAGE_DEFAULTS,
+        _speed_variant(
+            "turbo",
+            "fast plus SeaCache step caching: quicker again, but the output changes (opt-in).",
+            ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "sea_cache"),
         ),
-        Preset(
-            name="low_vram",
-            description="default's settings on a 24 GiB GPU: float8 weights, text keys/values cached across steps, "
+        _speed_variant(
+            "low_vram",
+            "default's settings on a 24 GiB GPU: float8 weights, text keys/values cached across steps, "
             "tiled VAE decode. About as fast as default; output changes slightly.",
-            video_size=SIZES["480p"]["16:9"],
-            num_frames=189,
-            steps=35,
-            image_steps=50,
-            speedups=("fp8_storage", "text_kv_cache", "zero_encode_cache", "vae_tiling"),
-            **_VIDEO_DEFAULTS,
-            **_IMAGE_DEFAULTS,
+            ("fp8_storage", "text_kv_cache", "zero_encode_cache", "vae_tiling"),
         ),
-        Preset(
-            name="min_vram",
-            description="256p 16:9, 189 frames, 35 steps on a 16 GiB GPU: float8 weights, layers streamed from CPU "
+        _speed_variant(
+            "min_vram",
+            "256p 16:9, 189 frames, 35 steps on a 16 GiB GPU: float8 weights, layers streamed from CPU "
             "memory, tiled VAE decode. Much slower (transfer-bound); output changes slightly.",
+            ("fp8_storage", "group_offload", "vae_tiling"),
             video_size=SIZES["256p"]["16:9"],
-            num_frames=189,
-            steps=35,
-            image_steps=50,
-            speedups=("fp8_storage", "group_offload", "vae_tiling"),
-            **_VIDEO_DEFAULTS,
-            **_IMAGE_DEFAULTS,
         ),
     )
 }

@@ -45,7 +45,8 @@ class GenerationForm:
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
 
-        choice = [(PRESET_DEFAULT, None)]
+        # ipywidgets shows a None value as an empty box, so "use the preset's value" is "" or 0 here.
+        keep_text, keep_number = [(PRESET_DEFAULT, "")], [(PRESET_DEFAULT, 0)]
         self.mode = w.Dropdown(
             options=[(f"{presets.MODE_TITLES[m]} ({m})", m) for m in presets.MODES], description="Mode"
         )
@@ -55,12 +56,12 @@ class GenerationForm:
             layout=w.Layout(width="95%", height="5em"),
         )
         self.preset = w.Dropdown(options=list(presets.PRESETS), value=preset, description="Preset")
-        self.tier = w.Dropdown(options=choice + [(t, t) for t in presets.TIERS], description="Tier")
+        self.tier = w.Dropdown(options=keep_text + [(t, t) for t in presets.TIERS], description="Tier")
         self.aspect_ratio = w.Dropdown(options=list(presets.ASPECT_RATIOS), value="16:9", description="Aspect")
         self.num_frames = w.Dropdown(
-            options=choice + [(str(n), n) for n in presets.FRAME_CHOICES], description="Frames"
+            options=keep_number + [(str(n), n) for n in presets.FRAME_CHOICES], description="Frames"
         )
-        self.fps = w.Dropdown(options=choice + [(str(f), f) for f in presets.FPS_CHOICES], description="FPS")
+        self.fps = w.Dropdown(options=keep_number + [(str(f), f) for f in presets.FPS_CHOICES], description="FPS")
         self.steps = w.Text(placeholder=PRESET_DEFAULT, description="Steps")
         self.guidance = w.Text(placeholder=PRESET_DEFAULT, description="Guidance")
         self.seed = w.IntText(value=seed, description="Seed")
@@ -77,18 +78,22 @@ class GenerationForm:
 
         self.generate_button.on_click(lambda _: self._start())
         self.stop_button.on_click(lambda _: self.stop())
+        cells = [
+            self.preset,
+            self.tier,
+            self.aspect_ratio,
+            self.num_frames,
+            self.fps,
+            self.steps,
+            self.guidance,
+            self.seed,
+        ]
+        for cell in cells:  # fill the grid column, with room for the longest label
+            cell.layout.width = "auto"
+            cell.style.description_width = "64px"
         grid = w.GridBox(
-            [
-                self.preset,
-                self.tier,
-                self.aspect_ratio,
-                self.num_frames,
-                self.fps,
-                self.steps,
-                self.guidance,
-                self.seed,
-            ],
-            layout=w.Layout(grid_template_columns="repeat(4, 25%)"),
+            cells,
+            layout=w.Layout(grid_template_columns="repeat(4, minmax(0, 1fr))", grid_gap="4px 12px", width="95%"),
         )
         self.widget = w.VBox(
             [
@@ -115,8 +120,8 @@ class GenerationForm:
     def settings(self) -> presets.GenerationSettings:
         """The settings the current widget values describe (validated; errors name the allowed values)."""
         overrides: dict[str, Any] = {
-            "num_frames": self.num_frames.value,
-            "fps": self.fps.value,
+            "num_frames": self.num_frames.value or None,
+            "fps": self.fps.value or None,
             "num_inference_steps": _parse_optional(self.steps.value, int, "Steps"),
             "guidance_scale": _parse_optional(self.guidance.value, float, "Guidance"),
             "seed": self.seed.value,

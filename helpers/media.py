@@ -101,8 +101,11 @@ def write_video(
     fps: float,
     audio: Any | None = None,
     sample_rate: int | None = None,
+    audio_duration_s: float | None = None,
 ) -> Path:
     """MP4, H.264 yuv420p (plays in every browser), with a stereo AAC track when `audio` is given.
+
+    The sound is padded or trimmed to `audio_duration_s`, by default the length of the picture.
 
     Encoded as vLLM-Omni encodes (libx264 preset ultrafast, CRF 18), which also makes it reproducible: the same
     frames give the same bytes, so both notebooks and the server write identical files for the same seed. With
@@ -117,7 +120,7 @@ def write_video(
     if audio is not None:
         if not sample_rate:
             raise MediaError("write_video needs sample_rate when audio is given.")
-        sound = fit_audio(audio, sample_rate, video.shape[0] / fps)
+        sound = fit_audio(audio, sample_rate, audio_duration_s or video.shape[0] / fps)
         if sound.shape[0] == 1:
             sound = np.repeat(sound, 2, axis=0)
     with atomic_target(target) as tmp, av.open(str(tmp), mode="w", format="mp4") as container:

@@ -212,6 +212,20 @@ def test_sync_video_with_sound_has_a_stereo_aac_track(http: httpx.Client, tmp_pa
     assert response.status_code == 200, response.text
     audio = decoded(tmp_path, response.content).audio
     assert audio is not None and (audio.codec, audio.channels, audio.sample_rate) == ("aac", 2, 48000)
+    assert audio.duration_s == pytest.approx(5 / 24, abs=0.03)  # num_frames / fps when no duration is given
+
+
+@pytest.mark.parametrize(
+    ("fields", "seconds"),
+    [({"sound_duration": "0.5"}, 0.5), ({"extra_params": '{"audio_duration": 0.3}'}, 0.3)],
+)
+def test_sound_duration_sets_the_length_of_the_aac_track(
+    http: httpx.Client, tmp_path: Path, fields: dict[str, str], seconds: float
+) -> None:
+    data = {"prompt": "rain", **SMALL, "generate_sound": "true", **fields}
+    response = http.post("/v1/videos/sync", data=data)
+    assert response.status_code == 200, response.text
+    assert decoded(tmp_path, response.content).audio.duration_s == pytest.approx(seconds, abs=0.03)
 
 
 @pytest.mark.parametrize("asset", ["i2v", "v2v"])

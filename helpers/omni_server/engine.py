@@ -115,7 +115,14 @@ class DiffusersEngine:
         sound = output.sound if s.enable_sound else None
         with tempfile.TemporaryDirectory() as folder:
             path = target or Path(folder) / "video.mp4"
-            media.write_video(path, output.video, s.fps, audio=sound, sample_rate=self.sample_rate)
+            media.write_video(
+                path,
+                output.video,
+                s.fps,
+                audio=sound,
+                sample_rate=self.sample_rate,
+                audio_duration_s=request.sound_duration_s,
+            )
             data = b"" if target else path.read_bytes()
         frames = media.to_uint8_frames(output.video)
         return Generated([data], seconds, _peak_memory_mb(), frames.shape[2], frames.shape[1], len(frames), s.fps)

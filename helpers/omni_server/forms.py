@@ -44,6 +44,8 @@ class GenerationRequest:
     safety_check: bool = True
     templates: dict[str, bool] = field(default_factory=dict)
     n: int = 1
+    # Seconds of sound in the MP4: `sound_duration`, else `audio_duration`, else num_frames / fps (vLLM-Omni's order).
+    sound_duration_s: float | None = None
 
 
 class VideoRequest(BaseModel):
@@ -308,6 +310,7 @@ class VideoUpload:
             video=video,
             safety_check=extra.get("guardrails", True) is not False,
             templates=_templates(extra),
+            sound_duration_s=extra.get("sound_duration", extra.get("audio_duration", form.sound_duration)),
         )
 
 

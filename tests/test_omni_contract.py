@@ -163,6 +163,14 @@ def test_image_size_errors_use_the_routes_messages(http, size, message) -> None:
     )
 
 
+def test_a_zero_video_size_fails_as_vllm_omni_fails_it(http: httpx.Client) -> None:
+    message = "Invalid size: 0x64. Width and height must be positive integers."
+    queued = http.post("/v1/videos", data={"prompt": "x", **SMALL, "size": "0x64"})
+    assert_envelope(queued, 400, "BadRequestError", None, message)
+    sync = http.post("/v1/videos/sync", data={"prompt": "x", **SMALL, "size": "0x64"})
+    assert_envelope(sync, 500, "Internal Server Error", None, f"Video generation failed: {message}")
+
+
 def test_images_reject_non_json_bodies_with_400_not_415(http: httpx.Client) -> None:
     form = http.post("/v1/images/generations", data={"prompt": "x"})
     assert_envelope(form, 400, "Bad Request", None, "Unsupported Media Type: Only 'application/json' is allowed")

@@ -145,7 +145,10 @@ def create_app(state: ServerState) -> FastAPI:
     async def create_video_sync(upload: Annotated[VideoUpload, Depends(video_form)]) -> Response:
         engine = state.ready_engine()
         check_model(upload.form.model, state.served_model_name)
-        request = upload.generation_request(state.default_flow_shift)
+        try:
+            request = upload.generation_request(state.default_flow_shift)
+        except ValueError as exc:
+            raise HTTPException(500, f"Video generation failed: {exc}") from None
         timeout = _sync_timeout_s()
         future = asyncio.wrap_future(engine.submit(engine.video, request))
         try:

@@ -199,7 +199,12 @@ def _reference_bytes(raw: str | None, field_name: str, key: str) -> bytes | None
 
 def _video_size(form: VideoRequest, image: Any, video: list[Any] | None) -> tuple[int, int]:
     if form.size:
-        return parse_size(form.size)
+        # The field's pattern already holds digits only. vLLM-Omni checks the values later than the image route
+        # does, with a bare ValueError: 400 BadRequestError on /v1/videos, 500 "Video generation failed" on sync.
+        width, height = (int(v) for v in form.size.split("x"))
+        if width <= 0 or height <= 0:
+            raise ValueError(f"Invalid size: {form.size}. Width and height must be positive integers.")
+        return width, height
     if form.width and form.height:
         return form.width, form.height
     reference = image if image is not None else (video[0] if video else None)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,6 +114,21 @@ def _check_guardrails_available(model: str) -> None:
         )
 
 
+@contextlib.contextmanager
+def _loading_progress(show: bool) -> Iterator[None]:
+    """diffusers' "Loading pipeline components" bar has only a global switch: turn it off for the load, then back."""
+    from diffusers.utils import logging as diffusers_logging
+
+    was_on = diffusers_logging.is_progress_bar_enabled()
+    if not show:
+        diffusers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            diffusers_logging.enable_progress_bar()
+
+
 def _weights_gib(pipe: Cosmos3OmniPipeline) -> float:
     import torch
 
@@ -146,7 +163,7 @@ def load_pipeline(
     torch_dtype = choose_dtype(target, dtype)
     kwargs: dict[str, Any] = {"dtype": torch_dtype, "enable_safety_checker": use_guardrails}
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _loading_progress(progress):
             # The audio decoder uses torch's older weight_norm; the deprecation is diffusers' to fix, not the user's.
             warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
             pipe = Cosmos3OmniPipeline.from_pretrained(path, **kwargs)

@@ -60,3 +60,13 @@ def test_memory_switches_are_applied_while_loading_so_weights_never_all_move_fir
     assert speed.applied(pipe) == speed.check(low)
     plain, _ = loading.load_pipeline("tiny", device="cpu", progress=False, speedups=presets.get_preset("fast").speedups)
     assert speed.applied(plain) == ()  # compute switches wait for the first generation
+
+
+def test_progress_false_hides_the_loading_bar_and_restores_the_global_switch(capsys):
+    from diffusers.utils import logging as diffusers_logging
+
+    loading.load_pipeline("tiny", device="cpu", progress=False)
+    assert "Loading pipeline components" not in capsys.readouterr().err
+    assert diffusers_logging.is_progress_bar_enabled()
+    loading.load_pipeline("tiny", device="cpu", progress=True)
+    assert "Loading pipeline components" in capsys.readouterr().err

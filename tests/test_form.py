@@ -153,3 +153,23 @@ def test_comparison_keeps_prompt_and_seed_and_shows_each_variant(tiny_pipe, tmp_
     assert compare.grid(run, results).data.count("<video") == 2
     with pytest.raises(InvalidSettingError, match="same mode and seed"):
         compare.compare(run, [variants[0], compare.Variant("x", backend, presets.settings_for("t2v", "smoke", seed=2))])
+
+
+def test_stop_cancels_the_server_job_and_saves_nothing(omni_client, tmp_path):
+    run = Run.create(tmp_path, backend="vllm_omni", model="tiny")
+    form = GenerationForm(backends.OmniBackend(omni_client), run, preset="smoke")
+    form.mode.value = "t2v"
+    form.steps.value = "60"  # long enough to still be running when Stop is pressed
+    statuses: list[str] = []
+
+    def stop_when_running(done: int, total: int, status: str) -> None:
+        statuses.append(status)
+        if status == "in_progress":
+            form.stop()
+
+    form._on_progress = stop_when_running
+    with pytest.raises(backends.GenerationStopped, match="cancelled on the server"):
+        form.submit()
+    assert "in_progress" in statuses
+    assert [p.name for p in run.path.iterdir()] == ["manifest.json"]
+    assert all(job.status != "in_progress" for job in omni_client.list_videos(limit=100))

@@ -109,7 +109,7 @@ def _check_guardrails_available(model: str) -> None:
             f"Guardrails are on for MODEL={model!r}, but the `cosmos_guardrail` package is not installed.\n"
             "NVIDIA's license requires the guardrails for real use: `pip install cosmos_guardrail` and accept the "
             "gated model nvidia/Cosmos-1.0-Guardrail on Hugging Face.\n"
-            "For a research run without them, set GUARDRAILS=False (the notebook parameter) or pass "
+            'For a research run without them, set GUARDRAILS="off" (the notebook parameter) or pass '
             "guardrails=False."
         )
 
@@ -170,7 +170,7 @@ def load_pipeline(
     except ImportError as exc:
         if use_guardrails:
             raise GuardrailsUnavailableError(
-                f"Guardrails could not be loaded: {exc}. Set GUARDRAILS=False to run without them."
+                f'Guardrails could not be loaded: {exc}. Set GUARDRAILS="off" (guardrails=False) to run without them.'
             ) from exc
         raise
     except (OSError, ValueError) as exc:

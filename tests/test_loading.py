@@ -31,7 +31,7 @@ def test_guardrails_without_the_package_say_how_to_install_or_turn_them_off():
         pytest.skip("cosmos_guardrail is installed here")
     with pytest.raises(GuardrailsUnavailableError) as err:
         loading.load_pipeline("nvidia/Cosmos3-Nano", device="cpu")
-    assert "pip install cosmos_guardrail" in str(err.value) and "GUARDRAILS=False" in str(err.value)
+    assert "pip install cosmos_guardrail" in str(err.value) and 'GUARDRAILS="off"' in str(err.value)
 
 
 def test_asking_for_cuda_without_a_gpu_is_explained():

@@ -11,6 +11,17 @@ from helpers import gallery, notebooks
 from helpers.runs import MANIFEST_NAME
 
 
+def _describe(item: dict) -> str:
+    if item["kind"] == "audio":
+        audio = item["audio"]
+        return f"audio, {audio['duration_s']:.2f} s, {audio['channels']} channels at {audio['sample_rate']} Hz"
+    size = f"{item['kind']} {item['width']}x{item['height']}"
+    if item["kind"] == "image":
+        return size
+    sound = " + AAC sound" if item["has_audio"] else ""
+    return f"{size}, {item['num_frames']} frames @ {item['fps']:g} fps{sound}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="tiny", help="Hugging Face id, local folder, or 'tiny' (default)")
@@ -40,9 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         manifest = json.loads((run / MANIFEST_NAME).read_text())
         print(f"  done in {time.perf_counter() - start:.1f} s; executed notebook: {executed}")
         for item in manifest["outputs"]:
-            extra = f" {item['num_frames']} frames @ {item['fps']:g} fps" if item["kind"] == "video" else ""
-            sound = " + AAC sound" if item["has_audio"] and item["kind"] == "video" else ""
-            print(f"  {run / item['path']}: {item['kind']} {item['width']}x{item['height']}{extra}{sound}")
+            print(f"  {run / item['path']}: {_describe(item)}")
     page = gallery.write_gallery(run_dirs, out / "gallery.html")
     print(f"Gallery of every output: {page} (open it in a browser)")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -93,3 +94,18 @@ def test_a_server_killed_mid_request_leaves_earlier_outputs_intact(_isolated_cac
     assert (run.path / "t2v.mp4").read_bytes() == saved
     manifest = json.loads((run.path / runs.MANIFEST_NAME).read_text())
     assert [o["path"] for o in manifest["outputs"]] == ["t2v.mp4"] and media.probe(run.path / "t2v.mp4").num_frames == 5
+
+
+def test_a_client_that_hangs_up_cancels_its_image_generation(server: LocalServer) -> None:
+    """As vLLM-Omni's images route: the abandoned generation stops at its next step instead of finishing."""
+    slow = {"prompt": "slow", "size": "512x512", "num_inference_steps": 200, "guidance_scale": 7.0, "seed": 1}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{server.base_url}/v1/images/generations", json=slow, headers=headers, timeout=1.0)
+    deadline = time.monotonic() + 60
+    while "Image generation cancelled: the client disconnected." not in server.log_text():
+        assert time.monotonic() < deadline, server.log_text()[-2000:]
+        time.sleep(0.2)
+    quick = {**slow, "num_inference_steps": 1}
+    response = httpx.post(f"{server.base_url}/v1/images/generations", json=quick, headers=headers, timeout=60)
+    assert response.status_code == 200 and response.json()["data"][0]["b64_json"]

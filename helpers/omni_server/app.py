@@ -6,7 +6,9 @@ import asyncio
 import base64
 import io
 import json
+import logging
 import os
+import threading
 import time
 import uuid
 import zipfile
@@ -16,8 +18,9 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from helpers.omni_server.engine import DiffusersEngine, Generated
+from helpers.omni_server.engine import DiffusersEngine, Generated, JobCancelled
 from helpers.omni_server.envelope import register_handlers
 from helpers.omni_server.forms import (
     MAX_IMAGE_PIXELS,
@@ -32,6 +35,7 @@ from helpers.omni_server.forms import (
 from helpers.omni_server.jobs import VideoJobs, failure_status
 
 SYNC_TIMEOUT_ENV = "VLLM_OMNI_VIDEO_SYNC_TIMEOUT"
+log = logging.getLogger("uvicorn.error")  # the server log's own stream, as in helpers.serve
 IMAGE_MEDIA_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 
 
@@ -85,23 +89,43 @@ def _sync_timeout_s() -> float:
     return float(os.environ.get(SYNC_TIMEOUT_ENV, "600.0"))
 
 
+class BearerTokenMiddleware:
+    """As in vLLM: with --api-key only /v1/* is guarded; /health stays open for probes.
+
+    A plain ASGI middleware rather than `@app.middleware("http")`: Starlette's BaseHTTPMiddleware hides the client's
+    disconnect from the route, and the images route must see it to cancel the generation.
+    """
+
+    def __init__(self, app: ASGIApp, api_key: str):
+        self.app = app
+        self.expected = f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["path"].startswith("/v1")
+            and scope["method"] != "OPTIONS"
+            and dict(scope["headers"]).get(b"authorization") != self.expected
+        ):
+            await JSONResponse({"error": "Unauthorized"}, status_code=401)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+async def _cancel_on_disconnect(request: Request, cancel: threading.Event, poll_s: float = 0.2) -> None:
+    while not await request.is_disconnected():
+        await asyncio.sleep(poll_s)
+    cancel.set()
+
+
 def create_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="Cosmos 3 vLLM-Omni stand-in")
     app.state.omni = state
     register_handlers(app)
     jobs = VideoJobs(state.storage)
 
-    @app.middleware("http")
-    async def require_bearer_token(request: Request, call_next: Any) -> Any:
-        # As in vLLM: with --api-key only /v1/* is guarded; /health stays open for probes.
-        if (
-            state.api_key
-            and request.url.path.startswith("/v1")
-            and request.method != "OPTIONS"
-            and request.headers.get("authorization") != f"Bearer {state.api_key}"
-        ):
-            return JSONResponse({"error": "Unauthorized"}, status_code=401)
-        return await call_next(request)
+    if state.api_key:
+        app.add_middleware(BearerTokenMiddleware, api_key=state.api_key)
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -114,19 +138,27 @@ def create_app(state: ServerState) -> FastAPI:
         return {"object": "list", "data": [_model_card(state)]}
 
     @app.post("/v1/images/generations", dependencies=[Depends(require_json)], response_model=None)
-    async def generate_images(body: ImageRequest) -> Response | dict[str, Any]:
+    async def generate_images(body: ImageRequest, http_request: Request) -> Response | dict[str, Any]:
         engine = state.ready_engine()
         check_model(body.model, state.served_model_name)
         request = image_generation_request(body, state.max_image_pixels)
         fmt = image_format(body.output_format)
+        # As vLLM-Omni's @with_cancellation: a client that hangs up does not keep the model busy.
+        cancel = threading.Event()
+        watcher = asyncio.create_task(_cancel_on_disconnect(http_request, cancel))
         try:
             result: Generated = await asyncio.wrap_future(
-                engine.submit(engine.images, request, fmt, body.output_compression)
+                engine.submit(engine.images, request, fmt, body.output_compression, cancel)
             )
+        except JobCancelled:
+            log.info("Image generation cancelled: the client disconnected.")
+            raise HTTPException(499, "Client disconnected.") from None
         except HTTPException:
             raise
         except Exception as exc:
             raise HTTPException(500, f"Image generation failed: {exc}") from exc
+        finally:
+            watcher.cancel()
         if body.response_format == "file":
             return _image_file(result, fmt)
         return {

@@ -127,8 +127,17 @@ class DiffusersEngine:
         frames = media.to_uint8_frames(output.video)
         return Generated([data], seconds, _peak_memory_mb(), frames.shape[2], frames.shape[1], len(frames), s.fps)
 
-    def images(self, request: GenerationRequest, image_format: str, compression: int) -> Generated:
-        """`n` images from one generator (each call continues its random stream), encoded as `image_format`."""
+    def images(
+        self,
+        request: GenerationRequest,
+        image_format: str,
+        compression: int,
+        cancel: threading.Event | None = None,
+    ) -> Generated:
+        """`n` images from one generator (each call continues its random stream), encoded as `image_format`.
+
+        Setting `cancel` stops at the next denoising step with `JobCancelled` (the client went away).
+        """
         from PIL import Image
 
         _reset_peak_memory()
@@ -137,7 +146,7 @@ class DiffusersEngine:
         width = height = 0
         generator = pipeline.generator_for(request.settings.seed)
         for _ in range(request.n):
-            output = self._call(request, generator=generator)
+            output = self._call(request, cancel, generator=generator)
             pixels = media.to_uint8_frames(output.video)[0]
             height, width = pixels.shape[:2]
             buffer = io.BytesIO()
@@ -154,7 +163,7 @@ class DiffusersEngine:
 def _stop_when(cancel: threading.Event) -> Callable[..., dict[str, Any]]:
     def callback(_pipe: Any, _step: int, _timestep: Any, callback_kwargs: dict[str, Any]) -> dict[str, Any]:
         if cancel.is_set():
-            raise JobCancelled("The job was deleted while it ran.")
+            raise JobCancelled("The request was cancelled while it ran.")
         return callback_kwargs
 
     return callback

@@ -6,6 +6,7 @@ through a callback and checks a stop flag, so long work can be watched and inter
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,8 +63,6 @@ def build_request(
     if not text:
         text = prompts.prompt_text(mode, settings)
     elif prompts.is_structured(text):
-        import json
-
         caption = prompts.with_metadata(
             json.loads(text), settings.width, settings.height, settings.num_frames, settings.fps
         )

@@ -76,7 +76,7 @@ class GenerationForm:
         self.result = w.HTML(value="")
         self.result.add_class("cookbook-form-result")
 
-        self.generate_button.on_click(lambda _: self._start())
+        self.generate_button.on_click(lambda _: self.click_generate())
         self.stop_button.on_click(lambda _: self.stop())
         cells = [
             self.preset,
@@ -194,7 +194,8 @@ class GenerationForm:
         self.result.value = f"<div>{players}</div><p>{facts}</p>"
         self.status.value = f"done in {outputs[0].seconds:.1f} s"
 
-    def _start(self) -> None:
+    def click_generate(self) -> None:
+        """What the Generate button does: `submit()` in a worker thread, so that Stop stays clickable."""
         if self._worker is not None and self._worker.is_alive():
             return
 
@@ -206,10 +207,6 @@ class GenerationForm:
 
         self._worker = threading.Thread(target=work, name="cookbook-form", daemon=True)
         self._worker.start()
-
-    def click_generate(self) -> None:
-        """What the Generate button does: start `submit()` in the background."""
-        self._start()
 
     def wait(self, timeout_s: float | None = None) -> None:
         """Block until a generation started by the button has finished."""

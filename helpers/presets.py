@@ -7,7 +7,6 @@ vLLM-Omni request (`helpers.omni_client`). Sizes come from a preset and its over
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -356,16 +355,3 @@ def _tier_of(size: tuple[int, int]) -> str | None:
         if size in by_ratio.values():
             return tier
     return None
-
-
-def describe_presets() -> list[Mapping[str, Any]]:
-    """One row per preset, for a table in the notebook."""
-    return [
-        {
-            "preset": p.name,
-            "video": f"{p.video_size[0]}x{p.video_size[1]}, {p.num_frames} frames @ {p.fps} fps, {p.steps} steps",
-            "image": f"{p.image_size[0]}x{p.image_size[1]}, {p.image_steps} steps",
-            "about": p.description,
-        }
-        for p in PRESETS.values()
-    ]

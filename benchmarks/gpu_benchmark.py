@@ -237,31 +237,45 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     wanted = args.presets.split(",")
     # One short call first, so that one-time CUDA/cuBLAS set-up is not charged to the first measurement.
     generate(pipe, clock, jobs[0][0], jobs[0][1], args.frames, 1, 1)
-    for preset in [p for p in ("baseline", "fast", "turbo") if p in wanted]:
-        speed.apply(pipe, presets.PRESETS[preset].speedups if preset != "baseline" else ())
+    in_place = [p for p in wanted if p.split("-")[0] in ("baseline", "fast", "turbo")]
+    full_presets = set(args.full.split(",")) if args.full else set()
+    for preset in in_place:
+        speed.apply(pipe, preset_speedups(preset))
         for mode, tier in jobs:
             if over_budget():
                 print(f"budget reached: skipping {preset} {mode} {tier}", flush=True)
                 continue
-            steps = min(plan.get(tier, full[mode]), full[mode])
-            if preset == "turbo" and steps != full[mode]:
-                continue  # step caching decides per step; only a full run measures it
+            # A full-steps preset runs the planned steps too, so its deviation is taken at the baseline's steps.
+            planned = min(plan.get(tier, full[mode]), full[mode])
+            timed = {planned, full[mode]} if preset in full_presets else {planned}
+            if preset == "turbo":
+                timed &= {full[mode]}  # step caching decides per step; only a full run measures it
+            if not timed:
+                continue
             if preset != "baseline" and "compile" in speed.applied(pipe):
                 generate(pipe, clock, mode, tier, args.frames, 2, 2)  # compile for this shape outside the timing
-            row, video = generate(pipe, clock, mode, tier, args.frames, steps, full[mode])
-            row.update(preset=preset, speedups=list(speed.applied(pipe)), **token_counts(pipe, mode, tier, args.frames))
-            if preset == "baseline":
-                baseline[(mode, tier, steps)] = video
-            elif (mode, tier, steps) in baseline:
-                row.update(deviation(video, baseline[(mode, tier, steps)]))
-            row.update(published(mode, tier, row["total_s"]))
-            save(row)
+            for steps in sorted(timed):
+                row, video = generate(pipe, clock, mode, tier, args.frames, steps, full[mode])
+                row.update(preset=preset, speedups=list(speed.applied(pipe)), skipped=list(speed.skipped(pipe)))
+                row.update(token_counts(pipe, mode, tier, args.frames))
+                if preset == "baseline":
+                    baseline[(mode, tier, steps)] = video
+                elif (mode, tier, steps) in baseline:
+                    row.update(deviation(video, baseline[(mode, tier, steps)]))
+                row.update(published(mode, tier, row["total_s"]))
+                save(row)
     memory_presets = [p for p in MEMORY_PRESETS if p in wanted]
     if memory_presets:
         del pipe, clock  # the memory presets need the GPU memory back before they rebuild the weights
         for preset in memory_presets:
             under_cap(preset, args, tokenizer, baseline, plan, full, save, over_budget)
     return results
+
+
+def preset_speedups(preset: str) -> tuple[str, ...]:
+    """A preset's switches; `fast-flash_attention` is `fast` without that switch (an ablation)."""
+    name, *dropped = preset.split("-")
+    return tuple(s for s in (presets.PRESETS[name].speedups if name != "baseline" else ()) if s not in dropped)
 
 
 def under_cap(preset: str, args, tokenizer, baseline, plan, full, save, over_budget) -> None:
@@ -340,7 +354,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--frames", type=int, default=189)
     parser.add_argument("--steps", type=int, default=35, help="full video steps (t2i uses 50)")
     parser.add_argument("--plan", default="256p:35,480p:6,720p:3", help="steps actually timed per tier")
-    parser.add_argument("--presets", default="baseline,fast,turbo,low_vram,min_vram")
+    parser.add_argument(
+        "--presets",
+        default="baseline,fast,turbo,low_vram,min_vram",
+        help="in this order; NAME-SWITCH drops a switch from a preset (fast-flash_attention)",
+    )
+    parser.add_argument("--full", default="", help="presets also timed over all steps at every tier (fast)")
     parser.add_argument(
         "--caps",
         default="low_vram:480p:24,min_vram:256p:16:6",

@@ -164,14 +164,14 @@ PRESETS: dict[str, Preset] = {
         *_BASE_PRESETS,
         _speed_variant(
             "fast",
-            "default's settings, faster: compiled layers, text keys/values cached across steps, tuned VAE. "
-            "Same output up to numerical noise.",
-            ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune"),
+            "default's settings, faster: compiled layers, text keys/values cached across steps, tuned VAE, "
+            "FlashAttention-4 on Hopper/Blackwell GPUs. Same output up to numerical noise.",
+            ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention"),
         ),
         _speed_variant(
             "turbo",
             "fast plus SeaCache step caching: quicker again, but the output changes (opt-in).",
-            ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "sea_cache"),
+            ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention", "sea_cache"),
         ),
         _speed_variant(
             "low_vram",

@@ -10,6 +10,7 @@ names again does nothing, so it is safe to call before every generation (`helper
 | `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
 | `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
 | `vae_autotune` | cuDNN benchmark mode (fastest convolution algorithms) during the VAE decode | same up to noise |
+| `flash_attention` | FlashAttention-4 kernels on Hopper/Blackwell GPUs (helpers.flash_attention) | same up to noise |
 | `sea_cache` | diffusers' SeaCache: reuses the decoder-stack residual on steps where little changes | changes |
 | `group_offload` | keeps transformer layers in CPU memory and streams them to the GPU one at a time | same |
 | `vae_tiling` | decodes the video in overlapping tiles | changes slightly |
@@ -24,11 +25,16 @@ Why `zero_encode_cache` is exact: without a conditioning image or video, `prepar
 video of the output's size (seconds at 720p) only to get the latent shape; its values are multiplied by a zero mask.
 The encoding of zeros depends only on the size, dtype, device and the VAE, so it is computed once per such key and
 reused; inputs with any non-zero value (real conditioning) are encoded as before.
+
+`flash_attention` depends on the machine: where FlashAttention-4 cannot run (CPU, other GPUs, package missing) the
+switch is skipped, PyTorch's attention stays, and `applied()` does not list it; on a CUDA GPU a warning says why.
+So a preset that includes it works everywhere and is fastest where the kernel exists.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from helpers.errors import InvalidSettingError
@@ -47,6 +53,7 @@ SWITCHES: tuple[str, ...] = (
     "text_kv_cache",
     "zero_encode_cache",
     "vae_autotune",
+    "flash_attention",
     "sea_cache",
     "group_offload",
     "vae_tiling",
@@ -55,9 +62,12 @@ SWITCHES: tuple[str, ...] = (
 MEMORY_SWITCHES: frozenset[str] = frozenset({"fp8_storage", "group_offload"})
 # Switches whose output matches the baseline's up to numerical noise.
 EXACT_SWITCHES: frozenset[str] = frozenset(
-    {"compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "group_offload"}
+    {"compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention", "group_offload"}
 )
+# Recompilations allowed per compiled function once `compile` is on (PyTorch's default is 8).
+RECOMPILE_LIMIT = 64
 _APPLIED_ATTR = "_cookbook_speedups"
+_SKIPPED_ATTR = "_cookbook_skipped_speedups"
 _TEXT_KV_HOOK = "cookbook_text_kv_cache"
 
 
@@ -76,6 +86,11 @@ def applied(pipe: Cosmos3OmniPipeline) -> tuple[str, ...]:
     return tuple(getattr(pipe.transformer, _APPLIED_ATTR, ()))
 
 
+def skipped(pipe: Cosmos3OmniPipeline) -> tuple[str, ...]:
+    """Switches asked for that cannot act on this machine (see `flash_attention`), in application order."""
+    return tuple(getattr(pipe.transformer, _SKIPPED_ATTR, ()))
+
+
 def apply(
     pipe: Cosmos3OmniPipeline,
     settings: GenerationSettings | tuple[str, ...] | list[str],
@@ -91,18 +106,22 @@ def apply(
     switches that come after every applied one in `SWITCHES`, and otherwise raises, asking for a fresh pipeline.
     """
     names = check(settings.speedups if isinstance(settings, GenerationSettings) else tuple(settings))
-    done = applied(pipe)
-    new = [n for n in names if n not in done]
-    if new and done and SWITCHES.index(new[0]) < SWITCHES.index(done[-1]):
+    done, passed = applied(pipe), skipped(pipe)
+    new = [n for n in names if n not in done and n not in passed]
+    last = max((SWITCHES.index(n) for n in (*done, *passed)), default=-1)
+    if new and SWITCHES.index(new[0]) < last:
         raise InvalidSettingError(
             f"Cannot add {new[0]!r} to a pipeline that already has {list(done)}: switches must be applied in the "
             f"order {list(SWITCHES)}. Load the pipeline again (helpers.loading.load_pipeline) and apply them together."
         )
     target = device or _device(pipe)
     for name in new:
-        _APPLY[name](pipe, names, target)
-        done = (*done, name)
-        setattr(pipe.transformer, _APPLIED_ATTR, done)
+        if _APPLY[name](pipe, names, target) is False:
+            passed = (*passed, name)
+            setattr(pipe.transformer, _SKIPPED_ATTR, passed)
+        else:
+            done = (*done, name)
+            setattr(pipe.transformer, _APPLIED_ATTR, done)
     return done
 
 
@@ -130,6 +149,10 @@ def _compile(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.de
     # outside the compiled graph instead of being traced into it.
     for layer in _layers(pipe):
         layer.forward = torch.compile(layer.forward, fullgraph=True)
+    # Each new output size, prompt length or attention kernel can cost a recompilation of the shared layer code
+    # (automatic dynamic shapes do not cover every guard). At PyTorch's default limit of 8 a session that tries a
+    # few modes and tiers fails with "recompile limit exceeded" under fullgraph, so allow a session's worth.
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
 
 
 @functools.cache
@@ -283,6 +306,19 @@ def _vae_autotune(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: tor
     pipe.vae.decode = autotuned_decode
 
 
+def _flash_attention(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> bool:
+    from helpers import flash_attention
+
+    transformer = pipe.transformer
+    reason = flash_attention.unavailable_reason(device, transformer.dtype, transformer.config.head_dim)
+    if reason is not None:
+        if device.type == "cuda":
+            warnings.warn(f"Speed switch 'flash_attention' skipped: {reason}.", stacklevel=3)
+        return False
+    flash_attention.use_for(pipe)
+    return True
+
+
 def _sea_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
     from diffusers import SeaCacheConfig
 
@@ -312,6 +348,7 @@ _APPLY = {
     "text_kv_cache": _text_kv_cache,
     "zero_encode_cache": _zero_encode_cache,
     "vae_autotune": _vae_autotune,
+    "flash_attention": _flash_attention,
     "sea_cache": _sea_cache,
     "group_offload": _group_offload,
     "vae_tiling": _vae_tiling,

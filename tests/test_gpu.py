@@ -63,3 +63,22 @@ def test_nano_random_weights_through_the_notebook_code_path(nano, tmp_path):
     speed.apply(nano, ["text_kv_cache"])
     cached = generate()
     assert np.abs(cached.video - output.video).max() < 1e-2
+
+
+def test_flash_attention_kernel_matches_pytorch_attention():
+    from diffusers.models.attention_dispatch import AttentionBackendName, dispatch_attention_fn
+
+    from helpers import flash_attention
+
+    reason = flash_attention.unavailable_reason(torch.device("cuda"), torch.bfloat16, 128)
+    if reason is not None:
+        pytest.skip(reason)
+    backend = flash_attention.diffusers_backend()
+    # Nano's head layout (32 query heads, 8 key/value heads, head_dim 128) at a length that takes the kernel.
+    q = torch.randn(1, flash_attention.MIN_QUERY_TOKENS + 512, 32, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(1, q.shape[1] + 300, 8, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    for causal in (False, True):
+        kk, vv = (k[:, : q.shape[1]], v[:, : q.shape[1]]) if causal else (k, v)
+        got = dispatch_attention_fn(q, kk, vv, is_causal=causal, enable_gqa=True, backend=backend)
+        want = dispatch_attention_fn(q, kk, vv, is_causal=causal, enable_gqa=True, backend=AttentionBackendName.NATIVE)
+        torch.testing.assert_close(got, want, rtol=0, atol=4e-3)

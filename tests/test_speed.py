@@ -145,3 +145,22 @@ def test_vae_autotune_turns_cudnn_benchmark_mode_on_only_during_the_decode():
     _generate(pipe, "t2v", steps=1)
     assert modes == [True]
     assert torch.backends.cudnn.benchmark == before
+
+
+def test_fast_keeps_generating_across_many_sizes_and_modes():
+    # Each size and prompt length recompiles the compiled layers; PyTorch's default limit (8) made `fast` fail with
+    # "recompile limit exceeded" after a few tiers and modes (found on the H200). Here: more shapes than that.
+    pipe = _fresh_pipe()
+    speed.apply(pipe, presets.PRESETS["fast"].speedups)
+    assert "compile" in speed.applied(pipe)
+    assert speed.skipped(pipe) == ("flash_attention",)  # no CUDA here: PyTorch's attention stays
+    sizes = [(64, 64), (96, 64), (128, 64), (64, 96), (128, 96), (160, 96), (96, 128), (192, 128), (128, 160)]
+    for i, (width, height) in enumerate(sizes):
+        mode = "t2i" if i % 3 == 0 else "t2v"
+        s = presets.settings_for(mode, "smoke", width=width, height=height, num_inference_steps=2, seed=i)
+        out = pipe(
+            prompt=prompts.prompt_text(mode, s),
+            negative_prompt=prompts.negative_prompt(),
+            **pipeline.pipe_kwargs(pipe, s),
+        )
+        assert np.asarray(out.video).shape[-3:-1] == (height, width)

@@ -10,6 +10,7 @@ as the pipeline calls it. Backends: `native` (PyTorch SDPA's own choice, the pip
 included where the host is the slower side), TFLOP/s, and the largest deviation from `native`.
 
     python benchmarks/attention_kernels.py --out benchmarks/results/attention_h200.json
+    python benchmarks/attention_kernels.py --table benchmarks/results/attention_h200.json
 """
 
 from __future__ import annotations
@@ -120,6 +121,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def table(path: str) -> str:
+    """A markdown table of a results file: per shape, each backend's time and TFLOP/s."""
+    rows = [r for r in json.loads(Path(path).read_text())["rows"] if "error" not in r]
+    names = list(dict.fromkeys(r["backend"] for r in rows))
+    head = "| mode | tier | pass | queries | keys | " + " | ".join(f"{n} ms (TFLOP/s)" for n in names) + " |"
+    lines = [head, "|" + "---|" * (5 + len(names))]
+    for shape in dict.fromkeys((r["mode"], r["tier"], r["pass"]) for r in rows):
+        cells = {r["backend"]: r for r in rows if (r["mode"], r["tier"], r["pass"]) == shape}
+        first = next(iter(cells.values()))
+        timed = [f"{cells[n]['ms']} ({cells[n]['tflops']})" if n in cells else "" for n in names]
+        lines.append(f"| {' | '.join(shape)} | {first['q_tokens']} | {first['kv_tokens']} | {' | '.join(timed)} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--modes", default="t2v,t2i", help="t2v (189-frame videos) and/or t2i (images)")
@@ -127,7 +142,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--frames", type=int, default=189)
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--out", default="attention_kernels.json")
-    run(parser.parse_args(argv))
+    parser.add_argument("--table", metavar="JSON", help="print the markdown table of a results file")
+    args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return
+    run(args)
 
 
 if __name__ == "__main__":

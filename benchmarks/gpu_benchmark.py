@@ -14,7 +14,7 @@ under a memory cap (`torch.cuda.set_per_process_memory_fraction`).
 
     python benchmarks/gpu_benchmark.py --out results.json                   # on an H200, the published settings
     python benchmarks/gpu_benchmark.py --arch small --tiers 256p --frames 9 --plan 256p:3 --device cpu  # CPU check
-    python benchmarks/gpu_benchmark.py --table results.json [more.json ...]   # the markdown table for the docs
+    python benchmarks/gpu_benchmark.py --table results.json [more.json ...] [--only fast]   # a markdown table
 """
 
 from __future__ import annotations
@@ -326,8 +326,8 @@ def published(mode: str, tier: str, total: float) -> dict[str, float]:
     }
 
 
-def table(paths: list[str]) -> str:
-    """A markdown table of every row in the given result files."""
+def table(paths: list[str], only: set[str] | None = None) -> str:
+    """A markdown table of the rows in the given result files (of the presets in `only`, when given)."""
     head = (
         "| mode | tier | preset | total (s) | step (s) | decode (s) | peak (GiB) | cap (GiB) | max dev | PSNR (dB) "
         "| NVIDIA Diffusers (s) | NVIDIA vLLM-Omni (s) | ours / vLLM-Omni |\n|" + "---|" * 13
@@ -335,6 +335,8 @@ def table(paths: list[str]) -> str:
     lines = [head]
     for path in paths:
         for r in json.loads(Path(path).read_text())["rows"]:
+            if only and r["preset"] not in only:
+                continue
             total = f"{r['total_s']}" + (f" (from {r['steps_timed']} steps)" if r["extrapolated"] else "")
             lines.append(
                 f"| {r['mode']} | {r['tier']} | {r['preset']} | {total} | {r['median_step_s']} | {r['decode_s']} "
@@ -368,9 +370,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget-s", type=float, default=480, help="skip what would start after this many seconds")
     parser.add_argument("--out", default="gpu_benchmark.json")
     parser.add_argument("--table", nargs="+", metavar="JSON", help="print the markdown table of result files")
+    parser.add_argument("--only", default="", help="with --table: only these presets' rows (comma-separated)")
     args = parser.parse_args(argv)
     if args.table:
-        print(table(args.table))
+        print(table(args.table, set(args.only.split(",")) - {""}))
         return
     results = run(args)
     print(table([args.out]))

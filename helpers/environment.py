@@ -22,6 +22,8 @@ def versions() -> dict[str, str]:
 def accelerator() -> dict[str, Any]:
     import torch
 
+    from helpers import flash_attention
+
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         free, total = torch.cuda.mem_get_info()
@@ -32,6 +34,8 @@ def accelerator() -> dict[str, Any]:
             "memory_total_gib": round(total / 2**30, 1),
             "memory_free_gib": round(free / 2**30, 1),
             "cuda": torch.version.cuda,
+            # What the `fast` preset's `flash_attention` switch will do on this GPU, and how to change it.
+            "flash_attention_4": flash_attention.unavailable_reason(torch.device("cuda")) or "used by fast/turbo",
         }
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return {"device": "mps", "name": "Apple GPU"}

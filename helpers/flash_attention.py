@@ -77,22 +77,14 @@ def attention_op() -> Any:
     return flash_attention
 
 
-def attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, causal: bool = False, scale: float | None = None
-) -> torch.Tensor:
-    """FlashAttention-4 on (batch, sequence, heads, head_dim) tensors."""
-    return attention_op()(query, key, value, causal, scale)
-
-
 def diffusers_backend() -> Any:
     """diffusers' `flash_4_hub` attention backend, backed by the local kernel; returns its name.
 
     The backend calls whatever function its registry entry holds, and downloads one from the Hub only while the
     entry is empty; filling it with the local kernel means no download. Attention over fewer than
-    `MIN_QUERY_TOKENS` queries goes to PyTorch's SDPA, as the default backend would.
+    `MIN_QUERY_TOKENS` queries goes to diffusers' default (`native`, PyTorch SDPA) backend.
     """
-    import torch
-    from diffusers.models.attention_dispatch import _HUB_KERNELS_REGISTRY, AttentionBackendName
+    from diffusers.models.attention_dispatch import _HUB_KERNELS_REGISTRY, AttentionBackendName, dispatch_attention_fn
 
     op = attention_op()
 
@@ -101,11 +93,9 @@ def diffusers_backend() -> Any:
         # straight to it rather than through `attention_op`'s cache; the length test is static under compilation.
         if q.shape[1] >= MIN_QUERY_TOKENS:
             return op(q, k, v, causal, softmax_scale)
-        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
-        out = torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, is_causal=causal, scale=softmax_scale, enable_gqa=q.shape[1] != k.shape[1]
+        return dispatch_attention_fn(
+            q, k, v, is_causal=causal, scale=softmax_scale, enable_gqa=True, backend=AttentionBackendName.NATIVE
         )
-        return out.transpose(1, 2)
 
     _HUB_KERNELS_REGISTRY[AttentionBackendName.FLASH_4_HUB].kernel_fn = kernel
     return AttentionBackendName.FLASH_4_HUB

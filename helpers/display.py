@@ -67,10 +67,10 @@ def audio(path: str | os.PathLike[str]) -> Any:
     return Audio(filename=str(path))
 
 
-def show_outputs(outputs: Iterable[Any], run_path: str | os.PathLike[str]) -> None:
-    """Display each output of one generation: a player for video, the picture, and a waveform with a player."""
-    root = Path(run_path)
-    for out in outputs:
+def show_outputs(gen: Any) -> None:
+    """Display each file one generation wrote (`run.generation`'s handle): player, picture, waveform."""
+    root = Path(gen.run.path)
+    for out in gen.outputs:
         path = root / out.path
         if out.kind == "image":
             _display(image(path))
@@ -89,6 +89,41 @@ def _caption(out: Any) -> Any:
     frames = f"{out.num_frames} frames @ {out.fps:g} fps, " if out.kind == "video" else ""
     sound = "with AAC sound, " if out.has_audio and out.kind == "video" else ""
     return Markdown(f"`{out.path}`: {size}{frames}{sound}{out.seconds:.2f} s")
+
+
+METADATA_KEY = "cosmos3_cookbook"
+
+
+def publish(text: str, **facts: Any) -> None:
+    """Print `text` and attach `facts` to the cell's output as metadata, where tools read them from the executed
+    notebook (`nbformat`: `output.metadata["cosmos3_cookbook"]`) instead of parsing printed lines."""
+    from IPython.display import display
+
+    display({"text/plain": text}, raw=True, metadata={METADATA_KEY: facts})
+
+
+def announce_run(run: Any) -> None:
+    """Say where this run writes, and publish the folder as output metadata (`run_dir`)."""
+    publish(f"Writing to {run.path}", run_dir=str(run.path))
+
+
+def settings_table(settings: Mapping[str, Any], **columns: Any) -> Any:
+    """One row per mode with every setting that decides its output (plus `columns`, the same in every row)."""
+    return table(
+        {
+            "mode": mode,
+            "size": s.size,
+            "frames": s.num_frames,
+            "fps": s.fps,
+            "steps": s.num_inference_steps,
+            "guidance": s.guidance_scale,
+            "flow_shift": s.flow_shift,
+            "sound": s.enable_sound,
+            "seed": s.seed,
+            **columns,
+        }
+        for mode, s in settings.items()
+    )
 
 
 def table(rows: Iterable[Mapping[str, Any]]) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import platform
 from importlib import metadata
 from typing import Any
@@ -22,7 +23,7 @@ def versions() -> dict[str, str]:
 def accelerator() -> dict[str, Any]:
     import torch
 
-    from helpers import flash_attention
+    from helpers.with_diffusers import flash_attention
 
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
@@ -68,3 +69,17 @@ def memory_in_use_gib() -> float:
     import torch
 
     return torch.cuda.memory_allocated() / 2**30 if torch.cuda.is_available() else 0.0
+
+
+def free_memory() -> dict[str, float]:
+    """Collect garbage and return cached accelerator memory; reports what is still allocated and reserved (GiB)."""
+    import torch
+
+    gc.collect()
+    if not torch.cuda.is_available():
+        return {"allocated_gib": 0.0, "reserved_gib": 0.0}
+    torch.cuda.empty_cache()
+    return {
+        "allocated_gib": round(torch.cuda.memory_allocated() / 2**30, 3),
+        "reserved_gib": round(torch.cuda.memory_reserved() / 2**30, 3),
+    }

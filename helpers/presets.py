@@ -1,13 +1,14 @@
-"""Generation settings: resolution tiers, named presets and validated overrides.
+"""Generation settings: resolution tiers, named size presets and validated overrides.
 
-One `GenerationSettings` object feeds every backend: the Diffusers call (`helpers.pipeline.pipe_kwargs`) and the
-vLLM-Omni request (`helpers.omni_client`). Sizes come from a preset and its overrides, never from edited code.
+One `GenerationSettings` object feeds both backends: the `pipe(...)` call of the Diffusers notebook and the form
+fields of the vLLM-Omni request. Sizes and steps come from a preset and its overrides, never from edited code. How
+fast a size runs is a separate choice (`SPEED`, `helpers.with_diffusers.speed`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from helpers.errors import InvalidSettingError
@@ -60,8 +61,6 @@ class GenerationSettings:
     seed: int
     enable_sound: bool
     preset: str
-    # Library switches applied to the loaded pipeline (see helpers.speed); empty for the plain presets.
-    speedups: tuple[str, ...] = field(default=())
 
     @property
     def is_image(self) -> bool:
@@ -77,9 +76,7 @@ class GenerationSettings:
         return 0.0 if self.is_image else self.num_frames / self.fps
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["speedups"] = list(self.speedups)
-        return data
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -98,13 +95,12 @@ class Preset:
     image_steps: int
     image_guidance_scale: float
     image_flow_shift: float
-    speedups: tuple[str, ...] = ()
 
 
 _VIDEO_DEFAULTS = {"fps": 24, "guidance_scale": 6.0, "flow_shift": 10.0}
 _IMAGE_DEFAULTS = {"image_size": (1024, 1024), "image_guidance_scale": 7.0, "image_flow_shift": 3.0}
 
-_BASE_PRESETS: tuple[Preset, ...] = (
+_PRESETS: tuple[Preset, ...] = (
     Preset(
         name="smoke",
         description="Tiny checkpoint on a CPU: 160x96, 17 frames, 2 steps. Checks that everything runs.",
@@ -150,44 +146,7 @@ _BASE_PRESETS: tuple[Preset, ...] = (
         **_IMAGE_DEFAULTS,
     ),
 )
-_DEFAULT = next(p for p in _BASE_PRESETS if p.name == "default")
-
-
-def _speed_variant(name: str, description: str, speedups: tuple[str, ...], **changes: Any) -> Preset:
-    """`default`'s settings (or `changes` to them) with speed or memory switches (helpers.speed)."""
-    return dataclasses.replace(_DEFAULT, name=name, description=description, speedups=speedups, **changes)
-
-
-PRESETS: dict[str, Preset] = {
-    p.name: p
-    for p in (
-        *_BASE_PRESETS,
-        _speed_variant(
-            "fast",
-            "default's settings, faster: compiled layers, text keys/values cached across steps, tuned VAE, "
-            "FlashAttention-4 on Hopper/Blackwell GPUs. Same output up to numerical noise.",
-            ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention"),
-        ),
-        _speed_variant(
-            "turbo",
-            "fast plus SeaCache step caching: quicker again, but the output changes (opt-in).",
-            ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention", "sea_cache"),
-        ),
-        _speed_variant(
-            "low_vram",
-            "default's settings on a 24 GiB GPU: float8 weights, text keys/values cached across steps, "
-            "tiled VAE decode. About as fast as default; output changes slightly.",
-            ("fp8_storage", "text_kv_cache", "zero_encode_cache", "vae_tiling"),
-        ),
-        _speed_variant(
-            "min_vram",
-            "256p 16:9, 189 frames, 35 steps on a 16 GiB GPU: float8 weights, layers streamed from CPU "
-            "memory, tiled VAE decode. Much slower (transfer-bound); output changes slightly.",
-            ("fp8_storage", "group_offload", "vae_tiling"),
-            video_size=SIZES["256p"]["16:9"],
-        ),
-    )
-}
+PRESETS: dict[str, Preset] = {p.name: p for p in _PRESETS}
 
 _OVERRIDES = (
     "tier",
@@ -346,8 +305,18 @@ def settings_for(mode: str, preset: str = "default", **overrides: Any) -> Genera
         seed=seed,
         enable_sound=enable_sound,
         preset=p.name,
-        speedups=p.speedups,
     )
+
+
+def settings_for_modes(
+    modes: str | list[str], preset: str = "default", **overrides: Any
+) -> dict[str, GenerationSettings]:
+    """`{mode: settings}` for a comma-separated list of modes, in order; `overrides` apply to every mode.
+
+    A tier or aspect ratio given as "" (a notebook parameter left empty) means the preset's own size.
+    """
+    given = {k: v for k, v in overrides.items() if v not in ("", None)}
+    return {mode: settings_for(mode, preset, **given) for mode in parse_modes(modes)}
 
 
 def _tier_of(size: tuple[int, int]) -> str | None:

@@ -93,9 +93,21 @@ def compact(caption: dict[str, Any]) -> str:
     return json.dumps(caption, ensure_ascii=False)
 
 
-def prompt_text(mode: str, settings: GenerationSettings) -> str:
-    """The prompt string to send for a mode under the given settings."""
-    caption = with_metadata(load(mode), settings.width, settings.height, settings.num_frames, settings.fps)
+def with_settings(prompt: str, settings: GenerationSettings) -> str:
+    """A JSON-object prompt with the resolution, duration and frame rate of `settings` written in; plain text as is.
+
+    vLLM-Omni does the same to JSON prompts on its video routes, so a structured prompt reads the same to the model
+    whichever backend sends it.
+    """
+    if not is_structured(prompt):
+        return prompt
+    caption = with_metadata(json.loads(prompt), settings.width, settings.height, settings.num_frames, settings.fps)
+    return compact(caption)
+
+
+def prompt_text(settings: GenerationSettings) -> str:
+    """The bundled structured prompt of the settings' mode, with their resolution, duration and frame rate."""
+    caption = with_metadata(load(settings.mode), settings.width, settings.height, settings.num_frames, settings.fps)
     return compact(caption)
 
 

@@ -100,7 +100,15 @@ class Run:
     ) -> Run:
         """A new, empty run folder under `output_dir`. `sample_rate` is the checkpoint's audio rate, if any."""
         root = Path(output_dir).expanduser().resolve()
-        root.mkdir(parents=True, exist_ok=True)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=root, prefix=".write-test-")  # noqa: SIM115 - closed at once
+            probe.close()
+        except OSError as exc:
+            raise MediaError(
+                f"OUTPUT_DIR={str(output_dir)!r} cannot be written to ({exc.strerror or exc}). Point OUTPUT_DIR at a "
+                "folder you can write to (it is created when missing)."
+            ) from exc
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         for n in range(1, 10_000):
             path = root / f"{backend}-{stamp}-{n}"
@@ -110,6 +118,11 @@ class Run:
                 continue
             return cls(path, backend=backend, model=model, info=info, sample_rate=sample_rate)
         raise MediaError(f"Could not create a new run folder under {root}.")
+
+    def note(self, **info: Any) -> None:
+        """Add facts about the run (the model, the server, SPEED) to the manifest's `info`."""
+        self.info.update(info)
+        self._write_manifest()
 
     @property
     def manifest_path(self) -> Path:
@@ -164,9 +177,13 @@ class Run:
         return self.path / f"{mode}{suffix}"
 
     @contextlib.contextmanager
-    def generation(self, mode: str, settings: GenerationSettings) -> Iterator[Generation]:
-        """Time one generation, turn an out-of-memory error into advice, and record what it saves."""
+    def generation(self, settings: GenerationSettings, name: str | None = None) -> Iterator[Generation]:
+        """Time one generation, turn an out-of-memory error into advice, and record what it saves.
+
+        Files are named after `name`, by default the settings' mode (`t2v.mp4`, `t2v_sound.wav`).
+        """
         environment.peak_memory_gib(reset=True)
+        mode = name or settings.mode
         gen = Generation(self, mode, settings)
         try:
             yield gen
@@ -175,7 +192,9 @@ class Run:
                 raise oom_advice(settings, exc) from exc
             raise
         if not gen.outputs:
-            raise MediaError(f"The {mode} generation finished without saving anything: call gen.save(output).")
+            raise MediaError(
+                f"The {mode} generation finished without saving anything: call gen.save(output) or gen.save_bytes(...)."
+            )
 
     def summary(self) -> list[dict[str, Any]]:
         rows = []
@@ -209,43 +228,46 @@ class Generation:
     def seconds(self) -> float:
         return time.perf_counter() - self.started
 
+    def _record(self, file: Path, seconds: float, extra: dict[str, Any]) -> None:
+        extra = {**self.extra, "peak_memory_gib": round(environment.peak_memory_gib(), 3), **extra}
+        self.outputs.append(self.run.record(self.mode, file, self.settings, seconds, **extra))
+
+    def _save_wav(self, sound: Any, rate: int, seconds: float, extra: dict[str, Any]) -> None:
+        """The sound as a WAV of exactly the video's length, beside the MP4."""
+        wav = self.run.file_for(self.mode, ".wav")
+        self._record(media.write_wav(wav, media.fit_audio(sound, rate, self.settings.duration_s), rate), seconds, extra)
+
     def save(self, output: Any, **extra: Any) -> list[Output]:
         """Write a pipeline output (`.video`, `.sound`) as PNG, or MP4 (+ WAV when there is sound)."""
         seconds = self.seconds
         s = self.settings
-        extra = {**self.extra, "peak_memory_gib": round(environment.peak_memory_gib(), 3), **extra}
         if s.is_image:
-            file = media.write_image(self.run.file_for(self.mode, ".png"), output.video)
-            self.outputs.append(self.run.record(self.mode, file, s, seconds, **extra))
+            self._record(media.write_image(self.run.file_for(self.mode, ".png"), output.video), seconds, extra)
             return self.outputs
-        sound = getattr(output, "sound", None)
+        sound = getattr(output, "sound", None) if s.enable_sound else None
+        rate = self.run.sample_rate
         if s.enable_sound and sound is None:
             raise SoundNotSupportedError(f"Sound was asked for in {self.mode!r} but the pipeline returned none.")
-        rate = self.run.sample_rate if s.enable_sound else None
         if s.enable_sound and not rate:
             raise SoundNotSupportedError(
-                "Sound needs the sample rate: create the run with sample_rate=helpers.pipeline.sample_rate(pipe)."
+                "Sound needs the sample rate: set run.sample_rate (the checkpoint's, e.g. calls.sample_rate(pipe))."
             )
-        file = media.write_video(
-            self.run.file_for(self.mode, ".mp4"),
-            output.video,
-            s.fps,
-            audio=sound if s.enable_sound else None,
-            sample_rate=rate,
+        mp4 = media.write_video(
+            self.run.file_for(self.mode, ".mp4"), output.video, s.fps, audio=sound, sample_rate=rate
         )
-        self.outputs.append(self.run.record(self.mode, file, s, seconds, **extra))
-        if s.enable_sound:
-            wav = media.write_wav(
-                self.run.file_for(self.mode, ".wav"), media.fit_audio(sound, rate, s.duration_s), rate
-            )
-            self.outputs.append(self.run.record(self.mode, wav, s, seconds, **extra))
+        self._record(mp4, seconds, extra)
+        if sound is not None:
+            self._save_wav(sound, rate, seconds, extra)
         return self.outputs
 
-    def save_file(self, data: bytes, suffix: str, **extra: Any) -> list[Output]:
-        """Store media that arrived as bytes (from a server) and record it after probing."""
+    def save_bytes(self, data: bytes, suffix: str, **extra: Any) -> list[Output]:
+        """Store media that arrived as bytes (from a server); for a video with sound, also its AAC track as a WAV."""
         seconds = self.seconds
         target = self.run.file_for(self.mode, suffix)
         with media.atomic_target(target) as tmp:
             tmp.write_bytes(data)
-        self.outputs.append(self.run.record(self.mode, target, self.settings, seconds, **{**self.extra, **extra}))
+        self._record(target, seconds, extra)
+        if self.settings.enable_sound and suffix == ".mp4":
+            sound, rate = media.read_audio(target)
+            self._save_wav(sound, rate, seconds, extra)
         return self.outputs

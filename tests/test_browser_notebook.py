@@ -19,7 +19,6 @@ from helpers import media
 from helpers.assets import notebook_path
 from helpers.presets import MODE_TITLES
 from tests.browser import (
-    REPO,
     JupyterLab,
     assert_frames_decode,
     assert_playable,
@@ -93,10 +92,6 @@ def _listed(run_dir: Path, mode: str) -> list[tuple[str, str]]:
     return [(o["kind"], o["path"]) for o in manifest["outputs"] if o["mode"] == mode]
 
 
-def _form_available() -> bool:
-    return (REPO / "helpers" / "form.py").is_file()
-
-
 def _assert_no_error_shown(page: Any, state: dict[str, Any]) -> None:
     errors = [e for cell in state["cells"] for e in cell["errors"]]
     assert errors == [], f"error outputs in the notebook: {errors}"
@@ -128,10 +123,6 @@ def test_notebook_runs_in_jupyterlab_and_the_form_generates_a_playable_video(jup
     assert [kind for kind, _ in _listed(run_dir, "t2i")] == ["image"]
     notebook_media = media_state(page, ".jp-Notebook")
     assert notebook_media["images"] and all(i["naturalWidth"] > 0 for i in notebook_media["images"])
-
-    if not _form_available():
-        screenshot(page, "notebook")
-        pytest.skip("form not available: helpers/form.py is not in this checkout yet")
 
     form = page.locator(".cookbook-form")
     try:

@@ -10,13 +10,14 @@ import nbformat
 import papermill
 import pytest
 
-from helpers import notebooks
+from cookbook_tools import notebooks
 from helpers.assets import notebook_path
 from tests.notebook_checks import ALL_MODES, check_run, error_outputs
 
 NAME = "run_with_diffusers.ipynb"
 TEST_PARAMETERS = {
-    "MODEL", "PRESET", "SEED", "MODES", "OUTPUT_DIR", "IMAGE", "VIDEO", "GUARDRAILS", "DEVICE", "COMPARE", "PROGRESS",
+    "MODEL", "PRESET", "TIER", "ASPECT_RATIO", "SPEED", "SEED", "MODES", "OUTPUT_DIR", "IMAGE", "VIDEO", "GUARDRAILS",
+    "DEVICE", "COMPARE", "PROGRESS",
 }  # fmt: skip
 
 pytestmark = pytest.mark.notebook
@@ -86,6 +87,9 @@ def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
         ({"PRESET": "ultra"}, "Unknown preset 'ultra'. Allowed presets: 'smoke'"),
         ({"MODES": "t2v,t2x"}, "Unknown mode 't2x'"),
         ({"IMAGE": "/no/such/image.png", "MODES": "i2v"}, "Conditioning image not found: /no/such/image.png"),
+        ({"SPEED": "ludicrous"}, "SPEED='ludicrous' is not allowed. Allowed values: 'none', 'fast'"),
+        ({"GUARDRAILS": "yes"}, "GUARDRAILS='yes' is not allowed. Allowed values: 'auto', 'on', 'off'"),
+        ({"TIER": "1080p"}, "Unknown resolution tier '1080p'. Allowed tiers: '256p', '480p', '720p'"),
     ],
 )
 def test_bad_parameters_stop_the_notebook_with_a_clear_message_and_write_nothing(tmp_path, parameters, message):

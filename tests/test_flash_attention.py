@@ -9,8 +9,10 @@ import pytest
 import torch
 from diffusers.models.attention_dispatch import AttentionBackendName, dispatch_attention_fn
 
-from helpers import flash_attention, pipeline, presets, speed
-from helpers.loading import load_pipeline
+from cookbook_tools import pipelines
+from cookbook_tools.pipelines import load_pipeline
+from helpers import presets
+from helpers.with_diffusers import calls, flash_attention, speed
 
 
 def test_cpu_is_refused_with_a_reason():
@@ -54,12 +56,11 @@ def test_short_attention_stays_on_pytorch_and_matches_the_default_backend(causal
 def test_use_for_routes_every_layer_and_the_pipeline_output_is_unchanged():
     def generate(pipe):
         s = presets.settings_for("t2v", "smoke", width=64, height=64, num_frames=9, num_inference_steps=2, seed=5)
-        kwargs = pipeline.pipe_kwargs(pipe, s)
         # Short prompts: the tiny checkpoint's byte-level tokenizer makes a token of every byte of the JSON ones.
-        return pipe(prompt="A red ball rolls across a wooden floor.", negative_prompt="blurry", **kwargs).video
+        return calls.generate(pipe, "A red ball rolls across a wooden floor.", s, negative_prompt="blurry").video
 
-    reference = load_pipeline("tiny", device="cpu", progress=False)[0]
-    routed = load_pipeline("tiny", device="cpu", progress=False)[0]
+    reference = load_pipeline("tiny", device="cpu")[0]
+    routed = load_pipeline("tiny", device="cpu")[0]
     flash_attention.use_for(routed)
     backends = {layer.self_attn.processor._attention_backend for layer in routed.transformer.layers}
     assert backends == {AttentionBackendName.FLASH_4_HUB}
@@ -69,10 +70,11 @@ def test_use_for_routes_every_layer_and_the_pipeline_output_is_unchanged():
 
 
 def test_the_switch_is_skipped_on_cpu_without_a_warning(recwarn: pytest.WarningsRecorder):
-    pipe = load_pipeline("tiny", device="cpu", progress=False)[0]
-    assert speed.apply(pipe, ["flash_attention"]) == ()
-    assert speed.skipped(pipe) == ("flash_attention",)
-    assert speed.apply(pipe, ["flash_attention", "vae_tiling"]) == ("vae_tiling",)  # skipped counts for the order
+    pipe = load_pipeline("tiny", device="cpu")[0]
+    assert "CUDA GPU" in speed.use_flash_attention(pipe)
+    assert pipelines.apply(pipe, ["flash_attention"]) == ()
+    assert pipelines.skipped(pipe) == ("flash_attention",)
+    assert pipelines.apply(pipe, ["flash_attention", "vae_tiling"]) == ("vae_tiling",)  # skipped counts for the order
     assert not [w for w in recwarn if "flash_attention" in str(w.message)]
     processor = pipe.transformer.layers[0].self_attn.processor
     assert processor._attention_backend != AttentionBackendName.FLASH_4_HUB

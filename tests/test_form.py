@@ -7,14 +7,16 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
+import openai
 import pytest
 
-from helpers import backends, compare, media, presets
+from cookbook_tools.pipelines import load_pipeline
+from cookbook_ui import backends, compare
+from cookbook_ui.form import GenerationForm
+from helpers import media, presets
 from helpers.errors import InvalidSettingError, MediaError
-from helpers.form import GenerationForm
-from helpers.omni_client import OmniClient
 from helpers.runs import Run
-from helpers.serve import LocalServer
+from helpers.with_vllm_omni.local_server import LocalServer
 
 NOW = datetime(2026, 1, 1)
 
@@ -27,9 +29,11 @@ def diffusers_form(tiny_pipe, tmp_path: Path) -> GenerationForm:
 
 
 @pytest.fixture(scope="module")
-def omni_client(_isolated_cache: Path) -> Iterator[OmniClient]:
-    with LocalServer.start("tiny", device="cpu") as server, OmniClient(server.base_url) as client:
+def omni_client(_isolated_cache: Path) -> Iterator[openai.OpenAI]:
+    with LocalServer.start("tiny", device="cpu") as server:
+        client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="EMPTY", max_retries=0)
         yield client
+        client.close()
 
 
 def _check_video(form: GenerationForm, frames: int, sound: bool) -> None:
@@ -107,7 +111,7 @@ def test_stop_interrupts_the_denoising_loop_and_saves_nothing(diffusers_form):
 
 def test_the_form_drives_a_vllm_omni_server_the_same_way(omni_client, tmp_path, tiny_pipe):
     run = Run.create(tmp_path / "omni", backend="vllm_omni", model="tiny")
-    form = GenerationForm(backends.OmniBackend(omni_client), run, preset="smoke", seed=3)
+    form = GenerationForm(backends.OmniBackend(omni_client, "tiny"), run, preset="smoke", seed=3)
     form.mode.value = "t2v_sound"
     form.num_frames.value = 9
     form.submit()
@@ -127,11 +131,11 @@ def test_the_form_drives_a_vllm_omni_server_the_same_way(omni_client, tmp_path, 
 
 def test_server_errors_reach_the_form(omni_client, tmp_path):
     run = Run.create(tmp_path, backend="vllm_omni", model="tiny")
-    form = GenerationForm(backends.OmniBackend(omni_client), run, preset="smoke")
+    form = GenerationForm(backends.OmniBackend(omni_client, "tiny"), run, preset="smoke")
     form.mode.value = "t2v"
     form.prompt.value = " "  # empty after stripping: the bundled prompt is used, so this one succeeds
     form.submit()
-    bad = GenerationForm(backends.OmniBackend(OmniClient(omni_client.base_url, model="not-served")), run)
+    bad = GenerationForm(backends.OmniBackend(omni_client, "not-served"), run)
     bad.mode.value = "t2i"
     bad.preset.value = "smoke"
     with pytest.raises(Exception, match="Model mismatch"):
@@ -157,7 +161,7 @@ def test_comparison_keeps_prompt_and_seed_and_shows_each_variant(tiny_pipe, tmp_
 
 def test_stop_cancels_the_server_job_and_saves_nothing(omni_client, tmp_path):
     run = Run.create(tmp_path, backend="vllm_omni", model="tiny")
-    form = GenerationForm(backends.OmniBackend(omni_client), run, preset="smoke")
+    form = GenerationForm(backends.OmniBackend(omni_client, "tiny"), run, preset="smoke")
     form.mode.value = "t2v"
     form.steps.value = "60"  # long enough to still be running when Stop is pressed
     statuses: list[str] = []
@@ -172,4 +176,20 @@ def test_stop_cancels_the_server_job_and_saves_nothing(omni_client, tmp_path):
         form.submit()
     assert "in_progress" in statuses
     assert [p.name for p in run.path.iterdir()] == ["manifest.json"]
-    assert all(job.status != "in_progress" for job in omni_client.list_videos(limit=100))
+    assert all(job.status != "in_progress" for job in omni_client.videos.list(limit=100).data)
+
+
+def test_closing_the_form_closes_its_widgets_and_lets_go_of_the_pipeline(tmp_path):
+    import gc
+    import weakref
+
+    pipe, _ = load_pipeline("tiny", device="cpu")
+    pipe_ref = weakref.ref(pipe)
+    run = Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
+    form = GenerationForm(backends.DiffusersBackend(pipe), run, preset="smoke")
+    widgets = [form.widget, form.generate_button, form.seed]
+    del pipe
+    form.close()
+    gc.collect()
+    assert pipe_ref() is None, "something still holds the pipeline after form.close()"
+    assert all(w.comm is None for w in widgets)

@@ -1,37 +1,50 @@
-"""MODEL resolution and the errors a user meets before any generation."""
+"""MODEL resolution and the errors a user meets before any weights are read."""
 
 import pytest
 
-from helpers import loading
-from helpers.errors import GuardrailsUnavailableError, ModelUnavailableError
+from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
+from helpers.with_diffusers import loading
 
 
 def test_unreachable_hub_id_says_how_to_download_and_authenticate(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelUnavailableError) as err:
-        loading.load_pipeline("nvidia/Cosmos3-Nano-does-not-exist", guardrails=False, device="cpu")
+        loading.resolve("nvidia/Cosmos3-Nano-does-not-exist", guardrails="off", device="cpu")
     message = str(err.value)
     assert "hf auth login" in message and "hf download nvidia/Cosmos3-Nano" in message and "MODEL='tiny'" in message
 
 
 def test_malformed_model_name_is_reported_the_same_way():
     with pytest.raises(ModelUnavailableError, match="hf download"):
-        loading.load_pipeline("not a model id", guardrails=False, device="cpu")
+        loading.resolve("not a model id", guardrails="off", device="cpu")
 
 
 def test_local_folder_without_model_index_is_named(tmp_path):
-    with pytest.raises(ModelUnavailableError, match="no model_index.json"):
-        loading.load_pipeline(str(tmp_path), guardrails=False, device="cpu")
+    with pytest.raises(ModelUnavailableError, match="MODEL=.* no model_index.json"):
+        loading.resolve(str(tmp_path), guardrails="off", device="cpu")
 
 
-def test_guardrails_without_the_package_say_how_to_install_or_turn_them_off():
+def test_a_missing_local_folder_is_about_the_model_not_the_guardrails(monkeypatch, tmp_path):
+    # The model is resolved first: a typo in MODEL must not read as "install cosmos_guardrail".
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelUnavailableError, match="Could not load MODEL"):
+        loading.resolve(str(tmp_path / "no-such-checkpoint"), device="cpu")
+
+
+def test_guardrails_without_the_package_say_how_to_install_or_turn_them_off(tmp_path):
     from diffusers.utils import is_cosmos_guardrail_available
 
     if is_cosmos_guardrail_available():
         pytest.skip("cosmos_guardrail is installed here")
+    (tmp_path / "model_index.json").write_text("{}")  # a real-looking local checkpoint: guardrails default on
     with pytest.raises(GuardrailsUnavailableError) as err:
-        loading.load_pipeline("nvidia/Cosmos3-Nano", device="cpu")
+        loading.resolve(str(tmp_path), device="cpu")
     assert "pip install cosmos_guardrail" in str(err.value) and 'GUARDRAILS="off"' in str(err.value)
+
+
+def test_a_guardrails_value_outside_the_choices_lists_them():
+    with pytest.raises(InvalidSettingError, match="GUARDRAILS='yes' is not allowed.*'auto', 'on', 'off'"):
+        loading.resolve("tiny", guardrails="yes", device="cpu")
 
 
 def test_asking_for_cuda_without_a_gpu_is_explained():
@@ -39,8 +52,13 @@ def test_asking_for_cuda_without_a_gpu_is_explained():
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    with pytest.raises(ModelUnavailableError, match="no CUDA GPU"):
+    with pytest.raises(InvalidSettingError, match="no CUDA GPU"):
         loading.choose_device("cuda")
+
+
+def test_nano_random_on_a_cpu_is_refused_with_what_it_needs():
+    with pytest.raises(InvalidSettingError, match="nano-random.*CUDA GPU.*MODEL='tiny'"):
+        loading.resolve("nano-random", device="cpu")
 
 
 def test_defaults_are_bf16_on_cuda_and_float32_on_cpu():
@@ -48,25 +66,15 @@ def test_defaults_are_bf16_on_cuda_and_float32_on_cpu():
 
     assert loading.choose_dtype(torch.device("cuda")) == torch.bfloat16
     assert loading.choose_dtype(torch.device("cpu")) == torch.float32
-    with pytest.raises(ModelUnavailableError, match="bfloat16"):
+    with pytest.raises(InvalidSettingError, match="bfloat16"):
         loading.choose_dtype(torch.device("cpu"), "int4")
 
 
-def test_memory_switches_are_applied_while_loading_so_weights_never_all_move_first():
-    from helpers import presets, speed
+def test_tiny_resolves_to_a_folder_from_pretrained_reads_with_guardrails_off():
+    import torch
+    from diffusers import Cosmos3OmniPipeline
 
-    low = presets.get_preset("low_vram").speedups
-    pipe, _ = loading.load_pipeline("tiny", device="cpu", progress=False, speedups=low)
-    assert speed.applied(pipe) == speed.check(low)
-    plain, _ = loading.load_pipeline("tiny", device="cpu", progress=False, speedups=presets.get_preset("fast").speedups)
-    assert speed.applied(plain) == ()  # compute switches wait for the first generation
-
-
-def test_progress_false_hides_the_loading_bar_and_restores_the_global_switch(capsys):
-    from diffusers.utils import logging as diffusers_logging
-
-    loading.load_pipeline("tiny", device="cpu", progress=False)
-    assert "Loading pipeline components" not in capsys.readouterr().err
-    assert diffusers_logging.is_progress_bar_enabled()
-    loading.load_pipeline("tiny", device="cpu", progress=True)
-    assert "Loading pipeline components" in capsys.readouterr().err
+    checkpoint = loading.resolve("tiny", device="cpu")
+    assert (checkpoint.source, checkpoint.dtype, checkpoint.guardrails) == ("tiny", torch.float32, False)
+    pipe = Cosmos3OmniPipeline.from_pretrained(checkpoint.path, dtype=checkpoint.dtype, enable_safety_checker=False)
+    assert pipe.safety_checker is None and pipe.transformer.dtype == torch.float32

@@ -2,8 +2,8 @@
 
 import pytest
 
-from helpers import omni_launch
 from helpers.errors import InvalidSettingError
+from helpers.with_vllm_omni import launch as omni_launch
 
 
 def test_nano_docker_command_runs_vllm_serve_omni_in_the_cosmos3_image() -> None:

@@ -113,3 +113,14 @@ def test_parse_modes_keeps_order_drops_repeats_and_rejects_unknown():
         presets.parse_modes("t2v,t2x")
     with pytest.raises(InvalidSettingError, match="No mode"):
         presets.parse_modes(" , ")
+
+
+def test_notebook_parameters_reach_every_benchmarked_configuration():
+    # docs/performance.md's rows are PRESET="default" with a TIER: e.g. 256p, 189 frames, 35 steps.
+    for tier, size in (("256p", "320x192"), ("480p", "832x480"), ("720p", "1280x720")):
+        (s,) = presets.settings_for_modes("t2v", "default", tier=tier, aspect_ratio="", seed=0).values()
+        assert (s.size, s.num_frames, s.num_inference_steps, s.guidance_scale) == (size, 189, 35, 6.0)
+    # Empty parameters mean the preset's own size; modes keep the order given.
+    chosen = presets.settings_for_modes("t2v_sound,t2i", "draft", tier="", aspect_ratio="")
+    assert list(chosen) == ["t2v_sound", "t2i"] and chosen["t2v_sound"].size == "320x192"
+    assert presets.settings_for_modes("t2v", "draft", aspect_ratio="9:16")["t2v"].size == "192x320"

@@ -29,7 +29,7 @@ def test_each_run_gets_its_own_folder(tmp_path):
 def test_manifest_lists_what_the_files_hold(tmp_path):
     run = runs.Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
     s = presets.settings_for("t2v_sound", "smoke", seed=9)
-    with run.generation("t2v_sound", s) as gen:
+    with run.generation(s) as gen:
         gen.save(_output(s))
     manifest = json.loads(run.manifest_path.read_text())
     video, wav = manifest["outputs"]
@@ -45,9 +45,9 @@ def test_manifest_lists_what_the_files_hold(tmp_path):
 def test_a_failed_generation_adds_nothing_to_the_manifest(tmp_path):
     run = runs.Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
     s = presets.settings_for("t2v", "smoke")
-    with pytest.raises(RuntimeError, match="boom"), run.generation("t2v", s):
+    with pytest.raises(RuntimeError, match="boom"), run.generation(s):
         raise RuntimeError("boom")
-    with pytest.raises(MediaError, match="without saving"), run.generation("t2v", s):
+    with pytest.raises(MediaError, match="without saving"), run.generation(s):
         pass
     assert json.loads(run.manifest_path.read_text())["outputs"] == []
     assert sorted(p.name for p in run.path.iterdir()) == ["manifest.json"]
@@ -56,7 +56,7 @@ def test_a_failed_generation_adds_nothing_to_the_manifest(tmp_path):
 def test_sound_asked_but_missing_is_an_error_not_a_silent_file(tmp_path):
     run = runs.Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
     s = presets.settings_for("t2v_sound", "smoke")
-    with pytest.raises(SoundNotSupportedError), run.generation("t2v_sound", s) as gen:
+    with pytest.raises(SoundNotSupportedError), run.generation(s) as gen:
         gen.save(_output(s, sound=False))
     assert sorted(p.name for p in run.path.iterdir()) == ["manifest.json"]
 
@@ -65,6 +65,29 @@ def test_sound_asked_but_missing_is_an_error_not_a_silent_file(tmp_path):
 def test_out_of_memory_names_a_smaller_preset(tmp_path, preset, advice):
     run = runs.Run.create(tmp_path, backend="diffusers", model="nvidia/Cosmos3-Nano")
     s = presets.settings_for("t2v", preset)
-    with pytest.raises(OutOfMemoryAdviceError) as err, run.generation("t2v", s):
+    with pytest.raises(OutOfMemoryAdviceError) as err, run.generation(s):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
     assert advice in str(err.value) and "CUDA out of memory" in str(err.value)
+
+
+def test_an_output_dir_that_cannot_be_written_names_the_parameter(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(MediaError, match="OUTPUT_DIR=.*cannot be written to.*Point OUTPUT_DIR at a folder"):
+        runs.Run.create(blocker / "outputs", backend="diffusers", model="tiny")
+
+
+def test_bytes_from_a_server_are_stored_and_a_video_with_sound_also_gets_its_wav(tmp_path):
+    from helpers import media
+
+    s = presets.settings_for("t2v_sound", "smoke", seed=2)
+    source = media.write_video(
+        tmp_path / "served.mp4", _output(s).video, s.fps, audio=_output(s).sound, sample_rate=48000
+    )
+    run = runs.Run.create(tmp_path / "out", backend="vllm_omni", model="tiny")
+    with run.generation(s) as gen:
+        gen.save_bytes(source.read_bytes(), ".mp4", server_seconds=1.5)
+    video, wav = json.loads(run.manifest_path.read_text())["outputs"]
+    assert (video["path"], video["has_audio"], video["server_seconds"]) == ("t2v_sound.mp4", True, 1.5)
+    assert (wav["path"], wav["kind"]) == ("t2v_sound.wav", "audio")
+    assert wav["audio"]["duration_s"] == pytest.approx(s.duration_s)

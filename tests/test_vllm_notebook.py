@@ -19,7 +19,8 @@ import pytest
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
-from helpers import media, notebooks
+from cookbook_tools import notebooks
+from helpers import media
 from helpers.assets import notebook_path
 from helpers.runs import MANIFEST_NAME
 from tests.notebook_checks import ALL_MODES, check_run
@@ -55,6 +56,25 @@ def test_parameters_are_the_twins_plus_base_url_and_api_key() -> None:
     # papermill only warns about unknown names, so the names the tests and docs use are checked here.
     assert notebooks.parameter_names(NAME) == notebooks.parameter_names(TWIN) | {"BASE_URL", "API_KEY"}
     assert set(SMOKE) | {"OUTPUT_DIR", "BASE_URL", "MODES"} <= notebooks.parameter_names(NAME)
+
+
+def _sections(name: str) -> list[str]:
+    nb = nbformat.read(notebook_path(name), as_version=4)
+    return [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
+
+
+def test_the_twins_mirror_each_other_section_by_section() -> None:
+    # Only the backend's own sections differ; everything else comes in the same order in both.
+    ours = {
+        "## Start a server",
+        "## Connect and wait until ready",
+        "## An asynchronous job",
+        "## When a request is wrong",
+    }
+    theirs = {"## Fit it in memory, then move it to the device", "## Make it fast"}
+    vllm, diffusers = _sections(NAME), _sections(TWIN)
+    assert ours <= set(vllm) and theirs <= set(diffusers)
+    assert [h for h in vllm if h not in ours] == [h for h in diffusers if h not in theirs]
 
 
 def test_committed_without_outputs_on_the_python3_kernel() -> None:
@@ -94,19 +114,22 @@ def test_same_files_and_same_frames_as_the_diffusers_notebook(
 
 
 def test_server_calls_the_pipeline_as_the_notebook_does(_isolated_cache: Path) -> None:
-    """The form the client sends becomes the same prompt, negative prompt and pipeline kwargs: same pixels."""
-    from helpers import loading, omni_client, pipeline, presets, prompts
-    from helpers.omni_server.engine import DiffusersEngine
-    from helpers.omni_server.forms import VideoRequest, VideoUpload
+    """The form the client sends becomes the same prompt, negative prompt and pipeline call: same pixels."""
+    from cookbook_tools.pipelines import load_pipeline
+    from helpers import presets, prompts
+    from helpers.with_diffusers import calls
+    from helpers.with_vllm_omni import api
+    from omni_standin.engine import DiffusersEngine
+    from omni_standin.forms import VideoRequest, VideoUpload
 
-    pipe, loaded = loading.load_pipeline("tiny", device="cpu", progress=False)
+    pipe, checkpoint = load_pipeline("tiny", device="cpu")
     s = presets.settings_for("t2v_sound", "smoke", seed=3, num_inference_steps=1)
-    text, negative = prompts.prompt_text("t2v_sound", s), prompts.negative_prompt()
-    form = VideoRequest(prompt=text, **omni_client.video_fields(s, negative))
+    text, negative = prompts.prompt_text(s), prompts.negative_prompt()
+    form = VideoRequest(prompt=text, **api.video_fields(s, negative))
     request = VideoUpload(form, None, None, None).generation_request(None)
     assert (request.prompt, request.negative_prompt) == (text, negative)
-    direct = pipe(prompt=text, negative_prompt=negative, **pipeline.pipe_kwargs(pipe, s))
-    served = DiffusersEngine(pipe, loaded)._call(request)
+    direct = calls.generate(pipe, text, s, negative_prompt=negative)
+    served = DiffusersEngine(pipe, checkpoint)._call(request)
     assert np.array_equal(direct.video, served.video) and np.array_equal(direct.sound, served.sound)
 
 

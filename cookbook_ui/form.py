@@ -12,7 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from helpers import backends, display, presets
+from cookbook_ui import backends
+from helpers import display, presets
 from helpers.errors import InvalidSettingError
 from helpers.runs import Output, Run
 
@@ -166,7 +167,7 @@ class GenerationForm:
         self.generate_button.disabled, self.stop_button.disabled = True, False
         try:
             req = self.request()
-            with self.run.generation(req.mode, req.settings) as gen:
+            with self.run.generation(req.settings) as gen:
                 self.backend.generate(req, gen, self._on_progress, self._stop.is_set)
             self.last_outputs = list(gen.outputs)
             self._show(gen.outputs, req)
@@ -213,7 +214,24 @@ class GenerationForm:
         if self._worker is not None:
             self._worker.join(timeout_s)
 
+    def close(self) -> None:
+        """Close the widgets and let go of the backend (and so of the pipeline or client it holds).
+
+        ipywidgets keeps every open widget, and with it the button callbacks that refer to this form, alive until
+        it is closed; a notebook that wants its GPU memory back closes the form first.
+        """
+        self.stop()
+        self.wait(timeout_s=60)
+        _close_tree(self.widget)
+        self.backend.close()
+
     def stop(self) -> None:
         """Ask the running generation to stop at the next denoising step (or cancel the server job)."""
         self._stop.set()
         self.status.value = "stopping..."
+
+
+def _close_tree(widget: Any) -> None:
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    widget.close()

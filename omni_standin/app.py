@@ -20,9 +20,9 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from helpers.omni_server.engine import DiffusersEngine, Generated, JobCancelled
-from helpers.omni_server.envelope import register_handlers
-from helpers.omni_server.forms import (
+from omni_standin.engine import DiffusersEngine, Generated, JobCancelled
+from omni_standin.envelope import register_handlers
+from omni_standin.forms import (
     MAX_IMAGE_PIXELS,
     ImageRequest,
     VideoUpload,
@@ -32,10 +32,10 @@ from helpers.omni_server.forms import (
     require_json,
     video_form,
 )
-from helpers.omni_server.jobs import VideoJobs, failure_status
+from omni_standin.jobs import VideoJobs, failure_status
 
 SYNC_TIMEOUT_ENV = "VLLM_OMNI_VIDEO_SYNC_TIMEOUT"
-log = logging.getLogger("uvicorn.error")  # the server log's own stream, as in helpers.serve
+log = logging.getLogger("uvicorn.error")  # the server log's own stream, as in omni_standin.cli
 IMAGE_MEDIA_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 
 

@@ -6,21 +6,22 @@ through a callback and checks a stop flag, so long work can be watched and inter
 
 from __future__ import annotations
 
-import json
+import contextlib
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from helpers import media, pipeline, prompts
+from helpers import media, prompts
 from helpers.errors import CookbookError, InvalidSettingError
 from helpers.presets import IMAGE_CONDITIONED_MODES, VIDEO_CONDITIONED_MODES, GenerationSettings
 
 if TYPE_CHECKING:
     from diffusers import Cosmos3OmniPipeline
+    from openai import OpenAI
 
-    from helpers.omni_client import OmniClient
     from helpers.runs import Generation
 
 # (done, total, status): steps on Diffusers, percent on a server job.
@@ -42,10 +43,6 @@ class Request:
     negative_prompt: str = ""
     reference: Path | None = None
 
-    @property
-    def structured(self) -> bool:
-        return prompts.is_structured(self.prompt)
-
 
 def build_request(
     mode: str,
@@ -59,14 +56,7 @@ def build_request(
 
     A structured (JSON object) prompt gets the resolution, duration and fps of the settings written into it.
     """
-    text = prompt.strip()
-    if not text:
-        text = prompts.prompt_text(mode, settings)
-    elif prompts.is_structured(text):
-        caption = prompts.with_metadata(
-            json.loads(text), settings.width, settings.height, settings.num_frames, settings.fps
-        )
-        text = prompts.compact(caption)
+    text = prompts.with_settings(prompt.strip(), settings) if prompt.strip() else prompts.prompt_text(settings)
     needs_reference = mode in IMAGE_CONDITIONED_MODES | VIDEO_CONDITIONED_MODES
     path = Path(reference) if reference else (prompts.conditioning(mode) if needs_reference else None)
     if path is not None and not needs_reference:
@@ -96,14 +86,9 @@ class DiffusersBackend:
         self.pipe = pipe
 
     def generate(self, request: Request, gen: Generation, on_progress: ProgressCallback, stop: StopCheck) -> None:
-        s = request.settings
-        conditioning: dict[str, Any] = {}
-        if request.mode in IMAGE_CONDITIONED_MODES:
-            conditioning["image"] = media.load_image(request.reference)
-        elif request.mode in VIDEO_CONDITIONED_MODES:
-            conditioning["video"] = media.load_video(request.reference)
-        kwargs = pipeline.pipe_kwargs(self.pipe, s, structured_prompt=request.structured)
-        total = s.num_inference_steps
+        from helpers.with_diffusers import calls
+
+        total = request.settings.num_inference_steps
         stopped_at: list[int] = []
 
         def on_step_end(pipe: Any, step: int, timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
@@ -114,50 +99,109 @@ class DiffusersBackend:
             return tensors
 
         on_progress(0, total, "starting")
-        output = self.pipe(
-            prompt=request.prompt,
+        output = calls.generate(
+            self.pipe,
+            request.prompt,
+            request.settings,
             negative_prompt=request.negative_prompt,
-            callback_on_step_end=on_step_end,
-            **conditioning,
-            **kwargs,
+            image=media.load_image(request.reference) if request.mode in IMAGE_CONDITIONED_MODES else None,
+            video=media.load_video(request.reference) if request.mode in VIDEO_CONDITIONED_MODES else None,
+            on_step_end=on_step_end,
         )
         if stopped_at:
             raise GenerationStopped(f"Stopped after {stopped_at[0]} of {total} steps; nothing was saved.")
         on_progress(total, total, "saving")
         gen.save(output)
 
+    def close(self) -> None:
+        """Let go of the pipeline, so that its memory can be freed."""
+        self.pipe = None  # type: ignore[assignment]
+
 
 class OmniBackend:
-    """A vLLM-Omni server: images in one call; videos as an asynchronous job whose status is polled."""
+    """A vLLM-Omni server: images in one call; videos as an asynchronous job whose status is polled.
+
+    `client` is the notebook's `openai.OpenAI`; `model` the served name. Server errors raise `OmniAPIError`.
+    """
 
     name = "vllm-omni"
 
-    def __init__(self, client: OmniClient, *, extra_params: dict[str, Any] | None = None, poll_s: float = 0.25):
+    def __init__(
+        self,
+        client: OpenAI,
+        model: str,
+        *,
+        extra_params: dict[str, Any] | None = None,
+        poll_s: float = 0.25,
+    ):
         self.client = client
+        self.model = model
         self.extra_params = extra_params
         self.poll_s = poll_s
 
     def generate(self, request: Request, gen: Generation, on_progress: ProgressCallback, stop: StopCheck) -> None:
-        from helpers import omni_client
+        with _server_errors():
+            self._generate(request, gen, on_progress, stop)
+
+    def _generate(self, request: Request, gen: Generation, on_progress: ProgressCallback, stop: StopCheck) -> None:
+        import base64
+
+        from helpers.with_vllm_omni import api
 
         s = request.settings
         if s.is_image:
             on_progress(0, 100, "requested")
-            result = self.client.generate_image(
-                request.prompt, s, request.negative_prompt, extra_params=self.extra_params
+            image = self.client.images.generate(
+                model=self.model,
+                prompt=request.prompt,
+                size=s.size,  # type: ignore[arg-type]  # any WIDTHxHEIGHT is accepted
+                n=1,
+                response_format="b64_json",
+                extra_body=api.image_fields(s, request.negative_prompt, self.extra_params),
             )
             on_progress(100, 100, "saving")
-            gen.save_file(result.data, ".png")
+            gen.save_bytes(base64.b64decode(image.data[0].b64_json or ""), ".png")
             return
-        job = self.client.submit_video(
-            request.prompt, s, request.negative_prompt, reference=request.reference, extra_params=self.extra_params
-        )
+        fields = api.video_fields(s, request.negative_prompt, self.extra_params)
+        size = fields.pop("size")
+        upload = {"input_reference": request.reference.open("rb")} if request.reference else {}
+        try:
+            job = self.client.videos.create(
+                model=self.model,
+                prompt=request.prompt,
+                size=size,  # type: ignore[arg-type]
+                extra_body=fields,
+                extra_headers=api.MULTIPART,
+                **upload,  # type: ignore[arg-type]
+            )
+        finally:
+            for file in upload.values():
+                file.close()
         while job.status != "completed":
             on_progress(int(job.progress or 0), 100, str(job.status))
             if stop():
-                self.client.delete_video(job.id)
+                self.client.videos.delete(job.id)
                 raise GenerationStopped(f"Job {job.id} was cancelled on the server; nothing was saved.")
             time.sleep(self.poll_s)
-            job = self.client.retrieve_video(job.id)  # a failed job raises OmniAPIError with the server's message
+            job = self.client.videos.retrieve(job.id)  # a failed job answers with its error status, which raises
         on_progress(100, 100, "downloading")
-        omni_client.save_video(gen, self.client.download_video(job.id), job_id=job.id)
+        gen.save_bytes(self.client.videos.download_content(job.id).read(), ".mp4", job_id=job.id)
+
+    def close(self) -> None:
+        self.client = None  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def _server_errors() -> Iterator[None]:
+    """The OpenAI SDK's status errors as `OmniAPIError`, carrying the server's own message."""
+    import openai
+
+    from helpers.with_vllm_omni.api import error_from_body
+
+    try:
+        with warnings.catch_warnings():
+            # openai warns that its own hosted video API will close; a vLLM-Omni server is not affected.
+            warnings.filterwarnings("ignore", message="The Sora API", category=DeprecationWarning)
+            yield
+    except openai.APIStatusError as exc:
+        raise error_from_body(exc.status_code, exc.body) from exc

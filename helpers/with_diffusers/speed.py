@@ -1,7 +1,9 @@
-"""Named speed and memory switches for a loaded `Cosmos3OmniPipeline`.
+"""Speed and memory switches for a loaded `Cosmos3OmniPipeline`, and the named `SPEED` choices that combine them.
 
-A preset lists switch names in `GenerationSettings.speedups`; `apply(pipe, settings)` turns them on. Applying the same
-names again does nothing, so it is safe to call before every generation (`helpers.pipeline.pipe_kwargs` does).
+`SPEEDS` maps the notebook's `SPEED` parameter to switch names, in the order they must be applied. The notebook turns
+each switch on in plain sight: diffusers' and PyTorch's public calls written out, and one function here for each of
+the cookbook's own (`cache_text_keys_values`, `cache_blank_video_encoding`, `autotune_vae_decode`,
+`use_flash_attention`). `cookbook_tools.pipelines.apply` does the same by name for code without a notebook.
 
 | switch | what it does | output |
 |---|---|---|
@@ -38,121 +40,53 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from helpers.errors import InvalidSettingError
-from helpers.presets import GenerationSettings
 
 if TYPE_CHECKING:
     import torch
     from diffusers import Cosmos3OmniPipeline
 
-# The order switches are applied in. Hooks registered later wrap earlier ones, so this order keeps each switch
-# working with the others: compilation sees plain layers, the text cache calls the (compiled) layer, and group
-# offloading, outermost, moves a layer's weights to the GPU before anything inside it runs.
-SWITCHES: tuple[str, ...] = (
-    "fp8_storage",
-    "compile",
-    "text_kv_cache",
-    "zero_encode_cache",
-    "vae_autotune",
-    "flash_attention",
-    "sea_cache",
-    "group_offload",
-    "vae_tiling",
-)
-# Switches that decide how much of the model sits on the accelerator.
-MEMORY_SWITCHES: frozenset[str] = frozenset({"fp8_storage", "group_offload"})
-# Switches whose output matches the baseline's up to numerical noise.
-EXACT_SWITCHES: frozenset[str] = frozenset(
-    {"compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention", "group_offload"}
-)
+# What each value of the notebooks' SPEED parameter switches on, and what it is for.
+SPEEDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "none": ((), "diffusers as it comes: the reference output"),
+    "fast": (
+        ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention"),
+        "the same output up to numerical noise, faster: compiled layers, text keys/values cached across steps, "
+        "tuned VAE decode, FlashAttention-4 on Hopper/Blackwell GPUs",
+    ),
+    "turbo": (
+        ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention", "sea_cache"),
+        "fast plus SeaCache step caching: quicker again, but the output changes",
+    ),
+    "low_vram": (
+        ("fp8_storage", "text_kv_cache", "zero_encode_cache", "vae_tiling"),
+        "Nano on a 24 GiB GPU: float8 weights, tiled VAE decode; about as fast as none, output changes slightly",
+    ),
+    "min_vram": (
+        ("fp8_storage", "group_offload", "vae_tiling"),
+        "Nano on a 16 GiB GPU (with TIER='256p'): float8 weights streamed layer by layer from CPU memory; "
+        "about 10x slower, output changes slightly",
+    ),
+}
 # Recompilations allowed per compiled function once `compile` is on (PyTorch's default is 8).
 RECOMPILE_LIMIT = 64
-_APPLIED_ATTR = "_cookbook_speedups"
-_SKIPPED_ATTR = "_cookbook_skipped_speedups"
 _TEXT_KV_HOOK = "cookbook_text_kv_cache"
 
 
-def check(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """The names in application order; raises `InvalidSettingError` for an unknown one."""
-    unknown = [n for n in names if n not in SWITCHES]
-    if unknown:
-        raise InvalidSettingError(
-            f"Unknown speed switch(es) {unknown}. Allowed switches: {', '.join(repr(s) for s in SWITCHES)}."
-        )
-    return tuple(s for s in SWITCHES if s in names)
+def switches(speed: str) -> tuple[str, ...]:
+    """The switch names of a SPEED value, in the order they must be applied."""
+    if speed not in SPEEDS:
+        raise InvalidSettingError(f"SPEED={speed!r} is not allowed. Allowed values: {', '.join(map(repr, SPEEDS))}.")
+    return SPEEDS[speed][0]
 
 
-def applied(pipe: Cosmos3OmniPipeline) -> tuple[str, ...]:
-    """The switches already on this pipeline, in application order."""
-    return tuple(getattr(pipe.transformer, _APPLIED_ATTR, ()))
-
-
-def skipped(pipe: Cosmos3OmniPipeline) -> tuple[str, ...]:
-    """Switches asked for that cannot act on this machine (see `flash_attention`), in application order."""
-    return tuple(getattr(pipe.transformer, _SKIPPED_ATTR, ()))
-
-
-def apply(
-    pipe: Cosmos3OmniPipeline,
-    settings: GenerationSettings | tuple[str, ...] | list[str],
-    *,
-    device: torch.device | None = None,
-) -> tuple[str, ...]:
-    """Turn on the switches named by `settings.speedups` (or a list of names); returns all switches now on.
-
-    `device` is where the model computes; it defaults to where the transformer's weights are. Loading passes the
-    accelerator while the weights are still in CPU memory, so that memory switches act before they move.
-
-    Switches stay on once applied (compiled layers and float8 weights cannot be undone): a later call may add
-    switches that come after every applied one in `SWITCHES`, and otherwise raises, asking for a fresh pipeline.
-    """
-    names = check(settings.speedups if isinstance(settings, GenerationSettings) else tuple(settings))
-    done, passed = applied(pipe), skipped(pipe)
-    new = [n for n in names if n not in done and n not in passed]
-    last = max((SWITCHES.index(n) for n in (*done, *passed)), default=-1)
-    if new and SWITCHES.index(new[0]) < last:
-        raise InvalidSettingError(
-            f"Cannot add {new[0]!r} to a pipeline that already has {list(done)}: switches must be applied in the "
-            f"order {list(SWITCHES)}. Load the pipeline again (helpers.loading.load_pipeline) and apply them together."
-        )
-    target = device or _device(pipe)
-    for name in new:
-        if _APPLY[name](pipe, names, target) is False:
-            passed = (*passed, name)
-            setattr(pipe.transformer, _SKIPPED_ATTR, passed)
-        else:
-            done = (*done, name)
-            setattr(pipe.transformer, _APPLIED_ATTR, done)
-    return done
-
-
-def _device(pipe: Cosmos3OmniPipeline) -> torch.device:
+def device_of(pipe: Cosmos3OmniPipeline) -> torch.device:
     from diffusers.models.modeling_utils import get_parameter_device
 
     return get_parameter_device(pipe.transformer)
 
 
-def _fp8_storage(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
-    import torch
-
-    pipe.transformer.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=pipe.transformer.dtype)
-
-
 def _layers(pipe: Cosmos3OmniPipeline) -> list[torch.nn.Module]:
     return list(pipe.transformer.layers)
-
-
-def _compile(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
-    import torch
-
-    # Regional compilation, like `compile_repeated_blocks(fullgraph=True)`, but of each layer's `forward` rather
-    # than its `__call__`: hooks that other switches add around a layer (the text cache, group offloading) then stay
-    # outside the compiled graph instead of being traced into it.
-    for layer in _layers(pipe):
-        layer.forward = torch.compile(layer.forward, fullgraph=True)
-    # Each new output size, prompt length or attention kernel can cost a recompilation of the shared layer code
-    # (automatic dynamic shapes do not cover every guard). At PyTorch's default limit of 8 a session that tries a
-    # few modes and tiers fails with "recompile limit exceeded" under fullgraph, so allow a session's worth.
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
 
 
 @functools.cache
@@ -251,7 +185,11 @@ def _text_kv_cache_hook(compiled: bool):
     return TextKVCacheHook
 
 
-def _text_kv_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
+def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False) -> None:
+    """`text_kv_cache`: each layer's text keys and values computed once per prompt, not at every step (exact).
+
+    `compiled=True` when the layers are compiled: the generation half the cache runs is then compiled too.
+    """
     from diffusers.hooks import HookRegistry
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
 
@@ -261,14 +199,15 @@ def _text_kv_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: to
                 f"text_kv_cache needs the default Cosmos3AttnProcessor, but a layer uses "
                 f"{type(layer.self_attn.processor).__name__} (context parallelism?). Drop 'text_kv_cache'."
             )
-    hook_cls = _text_kv_cache_hook(compiled="compile" in names)
+    hook_cls = _text_kv_cache_hook(compiled)
     for layer in _layers(pipe):
         HookRegistry.check_if_exists_or_initialize(layer).register_hook(hook_cls(), _TEXT_KV_HOOK)
     # `cache_context` finds stateful hooks through a cached list of child registries; refresh it.
     HookRegistry.check_if_exists_or_initialize(pipe.transformer).invalidate_child_registries_cache()
 
 
-def _zero_encode_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
+def cache_blank_video_encoding(pipe: Cosmos3OmniPipeline) -> None:
+    """`zero_encode_cache`: the VAE encoding of text-to-video's all-zero input video, once per size (exact)."""
     encode = pipe._encode_video
     cache: dict[tuple[Any, ...], torch.Tensor] = {}
 
@@ -287,7 +226,8 @@ def _zero_encode_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device
     pipe._encode_video = encode_once_per_size
 
 
-def _vae_autotune(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
+def autotune_vae_decode(pipe: Cosmos3OmniPipeline) -> None:
+    """`vae_autotune`: cuDNN picks the fastest convolution algorithms, during the VAE decode only."""
     import torch
 
     decode = pipe.vae.decode
@@ -306,55 +246,20 @@ def _vae_autotune(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: tor
     pipe.vae.decode = autotuned_decode
 
 
-def _flash_attention(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> bool:
-    from helpers import flash_attention
+def use_flash_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:
+    """`flash_attention`: FlashAttention-4 for every attention call, where it can run; otherwise why not.
 
+    Returns None when the kernel is in use. Where it cannot run, PyTorch's attention stays and the reason is
+    returned; on a CUDA GPU, where it is worth installing, the reason is also a warning.
+    """
+    from helpers.with_diffusers import flash_attention
+
+    device = device or device_of(pipe)
     transformer = pipe.transformer
     reason = flash_attention.unavailable_reason(device, transformer.dtype, transformer.config.head_dim)
     if reason is not None:
         if device.type == "cuda":
-            warnings.warn(f"Speed switch 'flash_attention' skipped: {reason}.", stacklevel=3)
-        return False
+            warnings.warn(f"Speed switch 'flash_attention' skipped: {reason}.", stacklevel=2)
+        return reason
     flash_attention.use_for(pipe)
-    return True
-
-
-def _sea_cache(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
-    from diffusers import SeaCacheConfig
-
-    pipe.transformer.enable_cache(SeaCacheConfig())
-
-
-def _group_offload(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
-    import torch
-
-    # One layer at a time, prefetched on a side stream so copies overlap compute (CUDA only).
-    pipe.transformer.enable_group_offload(
-        onload_device=device,
-        offload_device=torch.device("cpu"),
-        offload_type="block_level",
-        num_blocks_per_group=1,
-        use_stream=device.type == "cuda",
-    )
-
-
-def _vae_tiling(pipe: Cosmos3OmniPipeline, names: tuple[str, ...], device: torch.device) -> None:
-    pipe.vae.enable_tiling()
-
-
-_APPLY = {
-    "fp8_storage": _fp8_storage,
-    "compile": _compile,
-    "text_kv_cache": _text_kv_cache,
-    "zero_encode_cache": _zero_encode_cache,
-    "vae_autotune": _vae_autotune,
-    "flash_attention": _flash_attention,
-    "sea_cache": _sea_cache,
-    "group_offload": _group_offload,
-    "vae_tiling": _vae_tiling,
-}
-
-
-def needs_early_apply(names: tuple[str, ...] | list[str]) -> bool:
-    """True when the switches change where weights live, so they must be applied before the model is moved."""
-    return any(n in MEMORY_SWITCHES for n in names)
+    return None

@@ -17,8 +17,8 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from helpers.omni_server.engine import DiffusersEngine
-from helpers.omni_server.forms import GenerationRequest, VideoRequest
+from omni_standin.engine import DiffusersEngine
+from omni_standin.forms import GenerationRequest, VideoRequest
 
 DEFAULT_SECONDS = "4"
 DEFAULT_FPS = 24.0

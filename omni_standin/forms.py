@@ -12,7 +12,7 @@ import json
 import math
 import random
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -42,7 +42,9 @@ class GenerationRequest:
     image: Any = None
     video: list[Any] | None = None
     safety_check: bool = True
-    templates: dict[str, bool] = field(default_factory=dict)
+    # Cosmos 3's text templates are off on the server unless `extra_params` turns them on.
+    resolution_template: bool = False
+    duration_template: bool = False
     n: int = 1
     # Seconds of sound in the MP4: `sound_duration`, else `audio_duration`, else num_frames / fps (vLLM-Omni's order).
     sound_duration_s: float | None = None
@@ -221,24 +223,6 @@ def _round_frames(num_frames: int) -> int:
     return num_frames if num_frames % 4 == 1 else num_frames + (5 - num_frames % 4) % 4
 
 
-def _templates(extra: dict[str, Any]) -> dict[str, bool]:
-    """Cosmos 3's text templates are off on the server unless `extra_params` turns them on."""
-    return {
-        "add_resolution_template": bool(extra.get("use_resolution_template", False)),
-        "add_duration_template": bool(extra.get("use_duration_template", False)),
-    }
-
-
-def _with_prompt_metadata(prompt: str, settings: GenerationSettings) -> str:
-    """JSON prompts get resolution, duration and fps written in, as vLLM-Omni does for the video routes."""
-    if not prompts.is_structured(prompt):
-        return prompt
-    caption = prompts.with_metadata(
-        json.loads(prompt), settings.width, settings.height, settings.num_frames, settings.fps
-    )
-    return prompts.compact(caption)
-
-
 @dataclass
 class VideoUpload:
     """A parsed video form: the validated fields plus the raw conditioning, decoded by `resolve`."""
@@ -308,13 +292,14 @@ class VideoUpload:
             preset="server",
         )
         return GenerationRequest(
-            prompt=_with_prompt_metadata(form.prompt, settings),
+            prompt=prompts.with_settings(form.prompt, settings),
             negative_prompt=form.negative_prompt or "",
             settings=settings,
             image=image,
             video=video,
             safety_check=extra.get("guardrails", True) is not False,
-            templates=_templates(extra),
+            resolution_template=bool(extra.get("use_resolution_template", False)),
+            duration_template=bool(extra.get("use_duration_template", False)),
             sound_duration_s=extra.get("sound_duration", extra.get("audio_duration", form.sound_duration)),
         )
 
@@ -400,7 +385,8 @@ def image_generation_request(body: ImageRequest, max_pixels: int) -> GenerationR
         negative_prompt=body.negative_prompt or "",
         settings=settings,
         safety_check=extra.get("guardrails", True) is not False,
-        templates=_templates(extra),
+        resolution_template=bool(extra.get("use_resolution_template", False)),
+        duration_template=bool(extra.get("use_duration_template", False)),
         n=body.n,
     )
 

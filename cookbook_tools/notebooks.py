@@ -1,11 +1,12 @@
-"""Execute the cookbook notebooks headlessly with papermill (used by the demo, the tests and the benchmark)."""
+"""Execute the cookbook notebooks headlessly with papermill (used by the demo, the tests and the benchmarks)."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
+
+import nbformat
 
 from helpers.assets import notebook_path
 from helpers.errors import InvalidSettingError
@@ -56,12 +57,20 @@ def execute(
     return target
 
 
-def run_folder_from(executed: str | os.PathLike[str]) -> Path:
-    """The run folder an executed notebook wrote to, read from its `Writing to <folder>` line."""
-    nb = json.loads(Path(executed).read_text())
-    for cell in nb["cells"]:
+def published(executed: str | os.PathLike[str]) -> dict[str, Any]:
+    """Every fact the executed notebook published as output metadata (`helpers.display.publish`), merged in order."""
+    from helpers.display import METADATA_KEY
+
+    facts: dict[str, Any] = {}
+    for cell in nbformat.read(str(executed), as_version=4).cells:
         for out in cell.get("outputs", []):
-            for line in "".join(out.get("text", "")).splitlines():
-                if line.startswith("Writing to "):
-                    return Path(line.removeprefix("Writing to ").strip())
-    raise InvalidSettingError(f"{executed} does not say which run folder it wrote to.")
+            facts.update(out.get("metadata", {}).get(METADATA_KEY, {}))
+    return facts
+
+
+def run_folder_from(executed: str | os.PathLike[str]) -> Path:
+    """The run folder an executed notebook wrote to, from the `run_dir` it published."""
+    run_dir = published(executed).get("run_dir")
+    if run_dir is None:
+        raise InvalidSettingError(f"{executed} did not publish the run folder it wrote to (no `run_dir` metadata).")
+    return Path(run_dir)

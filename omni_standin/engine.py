@@ -1,7 +1,7 @@
 """The Diffusers pipeline behind the server: one generation at a time, in arrival order.
 
-The pipeline is called exactly as run_with_diffusers.ipynb calls it (`helpers.pipeline.pipe_kwargs`, the same
-prompt text and negative prompt), and media are written with `helpers.media`, so the same seed and settings give
+The pipeline is called exactly as run_with_diffusers.ipynb calls it (`helpers.with_diffusers.calls.generate`, the
+same prompt text and negative prompt), and media are written with `helpers.media`, so the same seed and settings give
 the same frames through either notebook.
 """
 
@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
 
-from helpers import media, pipeline
-from helpers.loading import LoadedModel, load_pipeline
-from helpers.omni_server.forms import GenerationRequest
+from cookbook_tools.pipelines import load_pipeline
+from helpers import environment, media
+from helpers.with_diffusers import calls
+from helpers.with_diffusers.loading import Checkpoint
+from omni_standin.forms import GenerationRequest
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -49,32 +51,21 @@ class Generated:
         return {"diffusion": round(self.seconds, 3)}
 
 
-def _peak_memory_mb() -> float:
-    import torch
-
-    return torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else 0.0
-
-
-def _reset_peak_memory() -> None:
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
-
-
 class DiffusersEngine:
     """Owns the pipeline and a single worker thread; `submit` queues work first in, first out."""
 
-    def __init__(self, pipe: Cosmos3OmniPipeline, loaded: LoadedModel):
+    def __init__(self, pipe: Cosmos3OmniPipeline, checkpoint: Checkpoint):
         self.pipe = pipe
-        self.loaded = loaded
-        self.sample_rate = pipeline.sample_rate(pipe)
+        self.checkpoint = checkpoint
+        self.sample_rate = calls.sample_rate(pipe)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generation")
 
     @classmethod
-    def load(cls, model: str, *, device: str = "auto", guardrails: bool | None = None) -> DiffusersEngine:
-        pipe, loaded = load_pipeline(model, device=device, guardrails=guardrails, progress=False)
-        return cls(pipe, loaded)
+    def load(
+        cls, model: str, *, device: str = "auto", guardrails: str | bool | None = "auto", speed: str = "none"
+    ) -> DiffusersEngine:
+        pipe, checkpoint = load_pipeline(model, device=device, guardrails=guardrails, speed=speed)
+        return cls(pipe, checkpoint)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         return self._worker.submit(fn, *args)
@@ -85,17 +76,19 @@ class DiffusersEngine:
     def _call(self, request: GenerationRequest, cancel: threading.Event | None = None, generator: Any = None) -> Any:
         if request.image is not None and request.video is not None:
             raise HTTPException(400, "This diffusion model does not support mixed image and video references.")
-        kwargs = pipeline.pipe_kwargs(self.pipe, request.settings, safety_check=request.safety_check)
-        kwargs.update(request.templates)
-        if generator is not None:
-            kwargs["generator"] = generator
-        if request.image is not None:
-            kwargs["image"] = request.image
-        if request.video is not None:
-            kwargs["video"] = request.video
-        if cancel is not None:
-            kwargs["callback_on_step_end"] = _stop_when(cancel)
-        return self.pipe(prompt=request.prompt, negative_prompt=request.negative_prompt, **kwargs)
+        return calls.generate(
+            self.pipe,
+            request.prompt,
+            request.settings,
+            negative_prompt=request.negative_prompt,
+            image=request.image,
+            video=request.video,
+            resolution_template=request.resolution_template,
+            duration_template=request.duration_template,
+            safety_check=request.safety_check,
+            generator=generator,
+            on_step_end=_stop_when(cancel) if cancel is not None else None,
+        )
 
     def video(
         self,
@@ -108,7 +101,7 @@ class DiffusersEngine:
         if on_started is not None:
             on_started()
         s = request.settings
-        _reset_peak_memory()
+        environment.peak_memory_gib(reset=True)
         start = time.perf_counter()
         output = self._call(request, cancel)
         seconds = time.perf_counter() - start
@@ -125,7 +118,9 @@ class DiffusersEngine:
             )
             data = b"" if target else path.read_bytes()
         frames = media.to_uint8_frames(output.video)
-        return Generated([data], seconds, _peak_memory_mb(), frames.shape[2], frames.shape[1], len(frames), s.fps)
+        return Generated(
+            [data], seconds, environment.peak_memory_gib() * 1024, frames.shape[2], frames.shape[1], len(frames), s.fps
+        )
 
     def images(
         self,
@@ -138,13 +133,14 @@ class DiffusersEngine:
 
         Setting `cancel` stops at the next denoising step with `JobCancelled` (the client went away).
         """
+        import torch
         from PIL import Image
 
-        _reset_peak_memory()
+        environment.peak_memory_gib(reset=True)
         start = time.perf_counter()
         encoded: list[bytes] = []
         width = height = 0
-        generator = pipeline.generator_for(request.settings.seed)
+        generator = torch.Generator("cpu").manual_seed(request.settings.seed)
         for _ in range(request.n):
             output = self._call(request, cancel, generator=generator)
             pixels = media.to_uint8_frames(output.video)[0]
@@ -157,7 +153,9 @@ class DiffusersEngine:
             )
             Image.fromarray(pixels).save(buffer, format=image_format.upper(), **options)
             encoded.append(buffer.getvalue())
-        return Generated(encoded, time.perf_counter() - start, _peak_memory_mb(), width, height, 1, 0.0)
+        return Generated(
+            encoded, time.perf_counter() - start, environment.peak_memory_gib() * 1024, width, height, 1, 0.0
+        )
 
 
 def _stop_when(cancel: threading.Event) -> Callable[..., dict[str, Any]]:

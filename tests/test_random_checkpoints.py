@@ -1,5 +1,6 @@
-"""The tiny checkpoint: real diffusers classes, saved with save_pretrained, reloaded with from_pretrained,
-deterministic, and able to run every mode."""
+"""The random-weight checkpoints: the tiny one built from the real diffusers classes, saved with save_pretrained,
+reloaded with from_pretrained, deterministic and able to run every mode; and the exact offline Qwen tokenizer that
+`nano-random` uses (its 15 B-parameter build is exercised on the GPU runner)."""
 
 import json
 
@@ -7,8 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import pipeline, presets, tiny_checkpoint
+import random_checkpoints as tiny_checkpoint
+from helpers import presets, prompts
 from helpers.errors import SoundNotSupportedError
+from helpers.with_diffusers import calls
 
 
 def _state_digest(pipe):
@@ -42,22 +45,17 @@ def test_building_twice_gives_identical_weights_and_reuses_the_cache(tmp_path):
 
 
 def test_loaded_tiny_pipeline_reports_cpu_float32_no_guardrails_and_sound(tiny_pipe):
-    pipe, info = tiny_pipe
-    assert (info.source, info.device, info.dtype, info.guardrails, info.has_sound) == (
-        "tiny",
-        "cpu",
-        "float32",
-        False,
-        True,
-    )
-    assert pipeline.sample_rate(pipe) == 48000
+    pipe, checkpoint = tiny_pipe
+    info = checkpoint.info()
+    assert (info["source"], info["device"], info["dtype"], info["guardrails"]) == ("tiny", "cpu", "float32", False)
+    assert calls.has_sound(pipe) and calls.sample_rate(pipe) == 48000
 
 
 @pytest.mark.parametrize("mode", ["t2i", "t2v", "t2v_sound"])
 def test_every_output_shape_follows_the_settings(tiny_pipe, mode):
     pipe, _ = tiny_pipe
     s = presets.settings_for(mode, "smoke")
-    out = pipe(prompt='{"caption": "a harbor"}', negative_prompt="", **pipeline.pipe_kwargs(pipe, s))
+    out = calls.generate(pipe, '{"caption": "a harbor"}', s)
     assert out.video.shape == (s.num_frames, s.height, s.width, 3)
     assert (out.sound is not None) == s.enable_sound
     if s.enable_sound:
@@ -69,17 +67,32 @@ def test_same_seed_same_frames_other_seed_other_frames(tiny_pipe):
     runs = []
     for seed in (3, 3, 4):
         s = presets.settings_for("t2v", "smoke", seed=seed, num_frames=5)
-        runs.append(pipe(prompt="a harbor", **pipeline.pipe_kwargs(pipe, s)).video)
+        runs.append(calls.generate(pipe, "a harbor", s).video)
     assert np.array_equal(runs[0], runs[1])
     assert not np.array_equal(runs[0], runs[2])
 
 
-def test_flow_shift_follows_the_mode(tiny_pipe):
+def test_flow_shift_follows_the_mode_and_changes_the_output(tiny_pipe):
     pipe, _ = tiny_pipe
-    pipeline.pipe_kwargs(pipe, presets.settings_for("t2i", "smoke"))
-    assert pipe.scheduler.config.flow_shift == 3.0
-    pipeline.pipe_kwargs(pipe, presets.settings_for("t2v", "smoke"))
+    s = presets.settings_for("t2v", "smoke", num_frames=5, num_inference_steps=2)
+    video = calls.generate(pipe, "a harbor", s).video
     assert pipe.scheduler.config.flow_shift == 10.0
+    calls.generate(pipe, "a harbor", presets.settings_for("t2i", "smoke", num_inference_steps=2))
+    assert pipe.scheduler.config.flow_shift == 3.0
+    shifted = presets.settings_for("t2v", "smoke", num_frames=5, num_inference_steps=2, flow_shift=3.0)
+    assert not np.array_equal(calls.generate(pipe, "a harbor", shifted).video, video)
+
+
+def test_qwen_tokenizer_is_exact_and_offline():
+    tokenizer = tiny_checkpoint.qwen_tokenizer()
+    assert tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>", "<|vision_start|>"]) == [
+        151644,
+        151645,
+        151652,
+    ]
+    # The cookbook's own prompts are long: they are what makes text cost as much as video at 256p.
+    s = presets.settings_for("t2v", "default")
+    assert 1_200 < len(tokenizer(prompts.prompt_text(s))["input_ids"]) < 2_200
 
 
 def test_sound_on_a_checkpoint_without_sound_fails_before_generating(tmp_path):
@@ -94,5 +107,5 @@ def test_sound_on_a_checkpoint_without_sound_fails_before_generating(tmp_path):
     silent.save_pretrained(tmp_path / "silent")
     pipe = Cosmos3OmniPipeline.from_pretrained(tmp_path / "silent", enable_safety_checker=False)
     with pytest.raises(SoundNotSupportedError, match="no sound tokenizer"):
-        pipeline.pipe_kwargs(pipe, presets.settings_for("t2v_sound", "smoke"))
+        calls.generate(pipe, "a harbor", presets.settings_for("t2v_sound", "smoke"))
     assert torch.is_tensor(next(pipe.transformer.parameters()))

@@ -1,4 +1,4 @@
-"""`python -m helpers.demo`: run every cookbook notebook on a model and list the media it wrote."""
+"""`python -m cookbook_tools.demo`: run every cookbook notebook on a model and list the media it wrote."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from helpers import gallery, notebooks
+from cookbook_tools import gallery, notebooks
 from helpers.runs import MANIFEST_NAME
 
 

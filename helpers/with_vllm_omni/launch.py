@@ -14,6 +14,15 @@ from helpers.errors import InvalidSettingError
 
 MODELS: dict[str, str] = {"nano": "nvidia/Cosmos3-Nano", "super": "nvidia/Cosmos3-Super"}
 DOCKER_IMAGE = "vllm/vllm-omni:cosmos3"
+# The vLLM-Omni server flags that do on a real server what each SPEED choice does in the Diffusers notebook
+# (the same names as `helpers.with_diffusers.speed.SPEEDS`; the local stand-in takes `--speed NAME` instead).
+SPEED_FLAGS: dict[str, tuple[str, ...]] = {
+    "none": ("--enforce-eager",),
+    "fast": (),
+    "turbo": ("--cache-backend", "sea_cache"),
+    "low_vram": ("--quantization", "fp8", "--vae-use-tiling"),
+    "min_vram": ("--quantization", "fp8", "--enable-layerwise-offload", "--vae-use-tiling"),
+}
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,7 @@ class ServeOptions:
     guardrails: bool = True
     init_timeout_s: int = 1800
     served_model_name: str | None = None
+    speed: str = "fast"
 
     @property
     def model_id(self) -> str:
@@ -62,16 +72,28 @@ class ServeOptions:
             )
         if not 1 <= self.port <= 65535:
             raise InvalidSettingError(f"port={self.port} is not a TCP port (1-65535).")
+        if self.speed not in SPEED_FLAGS:
+            raise InvalidSettingError(
+                f"SPEED={self.speed!r} is not allowed. Allowed values: {', '.join(map(repr, SPEED_FLAGS))}."
+            )
         if self.init_timeout_s < 1:
             raise InvalidSettingError(f"init_timeout_s={self.init_timeout_s} must be positive (the recipes use 1800).")
 
 
-def recommended(model: str, gpus: int) -> ServeOptions:
+def speed_flags(speed: str) -> tuple[str, ...]:
+    """The `vllm serve` flags that give a real server the effect of `SPEED` (a stand-in started here gets `--speed`)."""
+    ServeOptions(speed=speed).check()
+    return SPEED_FLAGS[speed]
+
+
+def recommended(model: str, gpus: int, speed: str = "fast") -> ServeOptions:
     """Nano fits one H200; Super (119 GiB in bf16) is split by tensor parallelism, with CFG parallel when it fits."""
     if model.lower() == "super":
         cfg = 2 if gpus >= 4 else 1
-        return ServeOptions(model="super", gpus=gpus, tensor_parallel_size=max(1, gpus // cfg), cfg_parallel_size=cfg)
-    return ServeOptions(model=model, gpus=gpus, cfg_parallel_size=2 if gpus >= 2 else 1)
+        return ServeOptions(
+            model="super", gpus=gpus, tensor_parallel_size=max(1, gpus // cfg), cfg_parallel_size=cfg, speed=speed
+        )
+    return ServeOptions(model=model, gpus=gpus, cfg_parallel_size=2 if gpus >= 2 else 1, speed=speed)
 
 
 def serve_args(options: ServeOptions) -> list[str]:
@@ -85,7 +107,8 @@ def serve_args(options: ServeOptions) -> list[str]:
         args += ["--cfg-parallel-size", str(options.cfg_parallel_size)]
     if options.ulysses_degree > 1:
         args += ["--ulysses-degree", str(options.ulysses_degree)]
-    if options.layerwise_offload:
+    args += SPEED_FLAGS[options.speed]
+    if options.layerwise_offload and "--enable-layerwise-offload" not in args:
         args.append("--enable-layerwise-offload")
     if not options.guardrails:
         args.append("--no-guardrails")

@@ -6,7 +6,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from helpers import backends
+from cookbook_ui import backends
 from helpers.errors import InvalidSettingError
 from helpers.presets import GenerationSettings
 from helpers.runs import Output, Run
@@ -27,7 +27,7 @@ def compare(run: Run, variants: list[Variant], *, prompt: str = "") -> list[tupl
     for v in variants:
         request = backends.build_request(v.settings.mode, v.settings, prompt=prompt)
         mode_label = f"{v.settings.mode}-vs-{v.label}".replace(" ", "_").replace("/", "_")
-        with run.generation(mode_label, v.settings) as gen:
+        with run.generation(v.settings, name=mode_label) as gen:
             gen.extra["compare_label"] = v.label
             v.backend.generate(request, gen, lambda *_: None, lambda: False)
         results.append((v.label, gen.outputs[0]))

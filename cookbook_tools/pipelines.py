@@ -1,0 +1,177 @@
+"""Cosmos 3 pipelines for code without a notebook: the local server, the benchmarks and the tests.
+
+`load_pipeline` is the Diffusers notebook's load cells in one call, and `apply` turns the speed and memory switches
+of `helpers.with_diffusers.speed` on by name, as the notebook's cells do one by one. Applying the same names again
+does nothing; `applied` and `skipped` say what is on and what this machine cannot run.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
+
+from helpers.errors import InvalidSettingError
+from helpers.with_diffusers import speed as speeds
+from helpers.with_diffusers.loading import Checkpoint, resolve
+
+if TYPE_CHECKING:
+    import torch
+    from diffusers import Cosmos3OmniPipeline
+
+# The order switches are applied in. Hooks registered later wrap earlier ones, so this order keeps each switch
+# working with the others: compilation sees plain layers, the text cache calls the (compiled) layer, and group
+# offloading, outermost, moves a layer's weights to the GPU before anything inside it runs.
+SWITCHES: tuple[str, ...] = (
+    "fp8_storage",
+    "compile",
+    "text_kv_cache",
+    "zero_encode_cache",
+    "vae_autotune",
+    "flash_attention",
+    "sea_cache",
+    "group_offload",
+    "vae_tiling",
+)
+# Switches that decide how much of the model sits on the accelerator.
+MEMORY_SWITCHES: frozenset[str] = frozenset({"fp8_storage", "group_offload"})
+# Switches whose output matches the baseline's up to numerical noise.
+EXACT_SWITCHES: frozenset[str] = frozenset(
+    {"compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention", "group_offload"}
+)
+_APPLIED_ATTR = "_cookbook_speedups"
+_SKIPPED_ATTR = "_cookbook_skipped_speedups"
+
+
+def check(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The names in application order; raises `InvalidSettingError` for an unknown one."""
+    unknown = [n for n in names if n not in SWITCHES]
+    if unknown:
+        raise InvalidSettingError(
+            f"Unknown speed switch(es) {unknown}. Allowed switches: {', '.join(repr(s) for s in SWITCHES)}."
+        )
+    return tuple(s for s in SWITCHES if s in names)
+
+
+def applied(pipe: Cosmos3OmniPipeline) -> tuple[str, ...]:
+    """The switches already on this pipeline, in application order."""
+    return tuple(getattr(pipe.transformer, _APPLIED_ATTR, ()))
+
+
+def skipped(pipe: Cosmos3OmniPipeline) -> tuple[str, ...]:
+    """Switches asked for that cannot act on this machine (see `flash_attention`), in application order."""
+    return tuple(getattr(pipe.transformer, _SKIPPED_ATTR, ()))
+
+
+def apply(
+    pipe: Cosmos3OmniPipeline, names: tuple[str, ...] | list[str], device: torch.device | None = None
+) -> tuple[str, ...]:
+    """Turn on the named switches; returns all switches now on.
+
+    `device` is where the model computes; it defaults to where the transformer's weights are. Loading passes the
+    accelerator while the weights are still in CPU memory, so that memory switches act before they move.
+
+    Switches stay on once applied (compiled layers and float8 weights cannot be undone): a later call may add
+    switches that come after every applied one in `SWITCHES`, and otherwise raises, asking for a fresh pipeline.
+    """
+    names = check(names)
+    done, passed = applied(pipe), skipped(pipe)
+    new = [n for n in names if n not in done and n not in passed]
+    last = max((SWITCHES.index(n) for n in (*done, *passed)), default=-1)
+    if new and SWITCHES.index(new[0]) < last:
+        raise InvalidSettingError(
+            f"Cannot add {new[0]!r} to a pipeline that already has {list(done)}: switches must be applied in the "
+            f"order {list(SWITCHES)}. Load the pipeline again and apply them together."
+        )
+    target = device or speeds.device_of(pipe)
+    for name in new:
+        if _APPLY[name](pipe, names, target) is False:
+            passed = (*passed, name)
+            setattr(pipe.transformer, _SKIPPED_ATTR, passed)
+        else:
+            done = (*done, name)
+            setattr(pipe.transformer, _APPLIED_ATTR, done)
+    return done
+
+
+def _fp8_storage(pipe: Cosmos3OmniPipeline) -> None:
+    import torch
+
+    pipe.transformer.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=pipe.transformer.dtype)
+
+
+def _compile(pipe: Cosmos3OmniPipeline) -> None:
+    import torch
+
+    # Regional compilation, like `compile_repeated_blocks(fullgraph=True)`, but of each layer's `forward` rather
+    # than its `__call__`: hooks that other switches add around a layer (the text cache, group offloading) then stay
+    # outside the compiled graph instead of being traced into it.
+    for layer in pipe.transformer.layers:
+        layer.forward = torch.compile(layer.forward, fullgraph=True)
+    # Each new output size, prompt length or attention kernel can cost a recompilation of the shared layer code
+    # (automatic dynamic shapes do not cover every guard). At PyTorch's default limit of 8 a session that tries a
+    # few modes and tiers fails with "recompile limit exceeded" under fullgraph, so allow a session's worth.
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, speeds.RECOMPILE_LIMIT)
+
+
+def _group_offload(pipe: Cosmos3OmniPipeline, device: torch.device) -> None:
+    import torch
+
+    # One layer at a time, prefetched on a side stream so copies overlap compute (CUDA only).
+    pipe.transformer.enable_group_offload(
+        onload_device=device,
+        offload_device=torch.device("cpu"),
+        offload_type="block_level",
+        num_blocks_per_group=1,
+        use_stream=device.type == "cuda",
+    )
+
+
+def _sea_cache(pipe: Cosmos3OmniPipeline) -> None:
+    from diffusers import SeaCacheConfig
+
+    pipe.transformer.enable_cache(SeaCacheConfig())
+
+
+# What `apply` runs for each switch (a False result means skipped on this machine).
+_APPLY = {
+    "fp8_storage": lambda pipe, names, device: _fp8_storage(pipe),
+    "compile": lambda pipe, names, device: _compile(pipe),
+    "text_kv_cache": lambda pipe, names, device: speeds.cache_text_keys_values(pipe, compiled="compile" in names),
+    "zero_encode_cache": lambda pipe, names, device: speeds.cache_blank_video_encoding(pipe),
+    "vae_autotune": lambda pipe, names, device: speeds.autotune_vae_decode(pipe),
+    "flash_attention": lambda pipe, names, device: speeds.use_flash_attention(pipe, device) is None,
+    "sea_cache": lambda pipe, names, device: _sea_cache(pipe),
+    "group_offload": lambda pipe, names, device: _group_offload(pipe, device),
+    "vae_tiling": lambda pipe, names, device: pipe.vae.enable_tiling(),
+}
+
+
+def load_pipeline(
+    model: str = "nvidia/Cosmos3-Nano",
+    *,
+    device: str = "auto",
+    guardrails: str | bool | None = "auto",
+    speed: str = "none",
+) -> tuple[Cosmos3OmniPipeline, Checkpoint]:
+    """The notebook's load cells: `from_pretrained`, the memory switches, the move to the device, the rest."""
+    from diffusers import Cosmos3OmniPipeline
+    from diffusers.utils import logging as diffusers_logging
+
+    checkpoint = resolve(model, device=device, guardrails=guardrails)
+    names = speeds.switches(speed)
+    was_on = diffusers_logging.is_progress_bar_enabled()
+    diffusers_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
+            pipe = Cosmos3OmniPipeline.from_pretrained(
+                checkpoint.path, dtype=checkpoint.dtype, enable_safety_checker=checkpoint.guardrails
+            )
+    finally:
+        if was_on:
+            diffusers_logging.enable_progress_bar()
+    apply(pipe, [n for n in names if n in MEMORY_SWITCHES], checkpoint.device)
+    pipe.to(checkpoint.device)
+    apply(pipe, names, checkpoint.device)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe, checkpoint

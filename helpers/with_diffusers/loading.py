@@ -1,0 +1,201 @@
+"""Resolve `MODEL` to a checkpoint folder and choose the device, dtype and guardrails for `from_pretrained`.
+
+The notebook calls `Cosmos3OmniPipeline.from_pretrained(checkpoint.path, dtype=checkpoint.dtype, ...)` itself;
+this module does what comes before it and must not be the lesson: building the offline random-weight checkpoints,
+downloading a Hugging Face id (with advice when that fails), and checking that the guardrails can load. Each check
+fails before any weights are read, with a message that names the parameter and the fix.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
+from random_checkpoints import (
+    NANO_MODEL_NAME,
+    TINY_MODEL_NAME,
+    cache_root,
+    ensure_nano_checkpoint,
+    ensure_tiny_checkpoint,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+DEFAULT_MODEL = "nvidia/Cosmos3-Nano"
+GUARDRAIL_CHOICES = ("auto", "on", "off")
+# What `nano-random` needs: Nano's bf16 weights (28 GiB) and a 256p video's activations; and room on disk for it.
+NANO_MIN_GPU_GIB = 40
+NANO_DISK_GIB = 32
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What `resolve` found: a folder `from_pretrained` can read, and where and how to run it."""
+
+    model: str  # MODEL as given
+    source: str  # "tiny", "nano-random", "local" or "hub"
+    path: str
+    device: torch.device
+    dtype: torch.dtype
+    guardrails: bool
+
+    def info(self) -> dict[str, Any]:
+        """For the run's manifest and the notebook's report."""
+        return {
+            "model": self.model,
+            "source": self.source,
+            "path": self.path,
+            "device": str(self.device),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "guardrails": self.guardrails,
+        }
+
+
+def choose_device(device: str = "auto") -> torch.device:
+    """`auto` picks CUDA when present, else Apple's MPS, else the CPU."""
+    import torch
+
+    if device != "auto":
+        try:
+            chosen = torch.device(device)
+        except RuntimeError as exc:
+            raise InvalidSettingError(
+                f"DEVICE={device!r} is not a device: use 'auto', 'cuda', 'cuda:N', 'mps' or 'cpu'."
+            ) from exc
+        if chosen.type == "cuda" and not torch.cuda.is_available():
+            raise InvalidSettingError(f"DEVICE={device!r} but this machine has no CUDA GPU: use 'auto' or 'cpu'.")
+        return chosen
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def choose_dtype(device: torch.device, dtype: str = "auto") -> torch.dtype:
+    """bf16 on CUDA (what the checkpoints are trained and published in), float32 elsewhere."""
+    import torch
+
+    names = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if dtype not in names:
+        raise InvalidSettingError(f"Unknown dtype {dtype!r}: use 'auto', {', '.join(repr(n) for n in names)}.")
+    return names[dtype]
+
+
+def guardrails_wanted(guardrails: str | bool | None, source: str) -> bool:
+    """GUARDRAILS "auto" (or None) is on for real checkpoints and off for the random-weight ones."""
+    if isinstance(guardrails, bool):
+        return guardrails
+    if guardrails in (None, "auto"):
+        return source not in (TINY_MODEL_NAME, NANO_MODEL_NAME)
+    if guardrails in GUARDRAIL_CHOICES:
+        return guardrails == "on"
+    raise InvalidSettingError(
+        f"GUARDRAILS={guardrails!r} is not allowed. Allowed values: {', '.join(repr(c) for c in GUARDRAIL_CHOICES)}."
+    )
+
+
+def _unavailable_message(model: str, reason: str) -> str:
+    return (
+        f"Could not load MODEL={model!r}: {reason}\n"
+        "MODEL must be a Hugging Face id this machine can download, a local checkpoint folder, 'tiny' or "
+        "'nano-random'.\n"
+        "To use real weights: accept the license on https://huggingface.co/nvidia/Cosmos3-Nano, then run\n"
+        "    hf auth login\n"
+        "    hf download nvidia/Cosmos3-Nano --local-dir ~/models/Cosmos3-Nano\n"
+        "and set MODEL='~/models/Cosmos3-Nano' (or keep the id when the machine is online).\n"
+        "To try the cookbook without weights or a GPU, set MODEL='tiny'."
+    )
+
+
+def _check_guardrails_available(model: str) -> None:
+    from diffusers.utils import is_cosmos_guardrail_available
+
+    if not is_cosmos_guardrail_available():
+        raise GuardrailsUnavailableError(
+            f"Guardrails are on for MODEL={model!r}, but the `cosmos_guardrail` package is not installed.\n"
+            "NVIDIA's license requires the guardrails for real use: `pip install cosmos_guardrail` and accept the "
+            "gated model nvidia/Cosmos-1.0-Guardrail on Hugging Face.\n"
+            'For a research run without them, set GUARDRAILS="off" (the notebook parameter) or pass '
+            "guardrails=False."
+        )
+
+
+def _nano_folder(device: torch.device) -> str:
+    import torch
+
+    if device.type != "cuda":
+        raise InvalidSettingError(
+            f"MODEL='nano-random' builds Cosmos 3 Nano's 15 B-parameter architecture on a CUDA GPU, and DEVICE is "
+            f"{device.type}. Use MODEL='tiny' on a CPU, or run on a GPU with at least {NANO_MIN_GPU_GIB} GiB."
+        )
+    total = torch.cuda.get_device_properties(device).total_memory / 2**30
+    if total < NANO_MIN_GPU_GIB:
+        raise InvalidSettingError(
+            f"MODEL='nano-random' needs a GPU with at least {NANO_MIN_GPU_GIB} GiB; "
+            f"{torch.cuda.get_device_name(device)} has {total:.0f} GiB. Use MODEL='tiny', or a real checkpoint "
+            "with SPEED='low_vram' on a 24 GiB card."
+        )
+    root = cache_root()
+    existing = root.exists() and any(p.name.startswith(NANO_MODEL_NAME) for p in root.iterdir())
+    probe = root if root.exists() else root.parent if root.parent.exists() else Path.home()
+    free = shutil.disk_usage(probe).free / 2**30
+    if not existing and free < NANO_DISK_GIB:
+        raise InvalidSettingError(
+            f"MODEL='nano-random' saves a {NANO_DISK_GIB} GB checkpoint under {root}, which has {free:.0f} GB free. "
+            "Free some space or point $COSMOS3_COOKBOOK_CACHE at a larger disk."
+        )
+    return str(ensure_nano_checkpoint(str(device)))
+
+
+def _hub_folder(model: str) -> str:
+    """Download (or find in the local cache) what `from_pretrained` reads; failures become advice."""
+    from diffusers import DiffusionPipeline
+
+    try:
+        return str(DiffusionPipeline.download(model))
+    except Exception as exc:  # noqa: BLE001 - the hub raises many types; each becomes the same advice
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelUnavailableError(_unavailable_message(model, reason)) from exc
+
+
+def resolve(
+    model: str = DEFAULT_MODEL,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    guardrails: str | bool | None = "auto",
+) -> Checkpoint:
+    """MODEL as a folder for `from_pretrained`, with the device, dtype and guardrail setting to load it with.
+
+    `tiny` and `nano-random` are built once and cached; a local folder is checked for `model_index.json`; a Hugging
+    Face id is downloaded (or found in the local cache). Guardrails are checked last, once MODEL is known to load.
+    """
+    target = choose_device(device)
+    torch_dtype = choose_dtype(target, dtype)
+    if model == TINY_MODEL_NAME:
+        source, path = TINY_MODEL_NAME, str(ensure_tiny_checkpoint())
+    elif model == NANO_MODEL_NAME:
+        guardrails_wanted(guardrails, NANO_MODEL_NAME)  # a bad value fails before a 31 GB build
+        source, path = NANO_MODEL_NAME, _nano_folder(target)
+    elif Path(model).expanduser().exists():
+        local = Path(model).expanduser()
+        if not (local / "model_index.json").is_file():
+            raise ModelUnavailableError(
+                f"MODEL={model!r} is a local path but has no model_index.json: point MODEL at the folder that "
+                "`hf download nvidia/Cosmos3-Nano --local-dir <folder>` created."
+            )
+        source, path = "local", str(local)
+    else:
+        guardrails_wanted(guardrails, "hub")
+        source, path = "hub", _hub_folder(model)
+    use_guardrails = guardrails_wanted(guardrails, source)
+    if use_guardrails:
+        _check_guardrails_available(model)
+    return Checkpoint(model, source, path, target, torch_dtype, use_guardrails)

@@ -1,0 +1,159 @@
+"""What the vLLM-Omni notebook needs around its HTTP calls, and nothing of the calls themselves.
+
+The notebook writes out `openai.OpenAI(...)`, `client.images.generate(...)`, the `POST /v1/videos/sync` request and
+the job-polling loop. This module builds the request fields from a `GenerationSettings` (every setting is sent, so
+the server's own defaults never decide a generation), gives an httpx client whose error responses become
+`OmniAPIError` with the server's own message, and waits until a server is ready.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+
+from helpers.errors import CookbookError
+from helpers.presets import GenerationSettings
+
+# openai 2.3-2.8 send `videos.create` as JSON when there is no file; vLLM-Omni reads only forms, so force multipart.
+MULTIPART = {"Content-Type": "multipart/form-data"}
+START_HINT = (
+    "Start a server, then point BASE_URL (or $OMNI_BASE_URL) at it:\n"
+    "  python -m omni_standin tiny --port 8000           # the local stand-in on the Diffusers pipeline; CPU is fine\n"
+    "  vllm serve nvidia/Cosmos3-Nano --omni --port 8000  # the real server on a GPU (the notebook prints the "
+    "Docker command)\n"
+    "and use BASE_URL='http://127.0.0.1:8000'."
+)
+
+
+class OmniAPIError(CookbookError):
+    """The server answered with an error status (or did not answer: `status` is None). `message` is its own."""
+
+    def __init__(self, status: int | None, message: str, param: str | None = None, body: Any = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.body = body
+
+    def __str__(self) -> str:
+        where = f" (param: {self.param})" if self.param else ""
+        return f"HTTP {self.status}: {self.message}{where}" if self.status is not None else self.message
+
+
+class ServerUnavailableError(OmniAPIError):
+    """Nothing answered at the base URL, or nothing ready in time."""
+
+    def __init__(self, message: str):
+        super().__init__(None, message)
+
+
+def error_from_body(status: int, body: Any) -> OmniAPIError:
+    """Read vLLM's `{"error": {...}}`, a failed job's `error`, FastAPI's `{"detail": ...}` or plain text."""
+    if isinstance(body, dict) and "error" in body:
+        inner = body["error"]
+        if isinstance(inner, dict):
+            return OmniAPIError(status, str(inner.get("message", inner)), inner.get("param"), body)
+        return OmniAPIError(status, str(inner), None, body)
+    if isinstance(body, dict) and "message" in body:  # the OpenAI SDK hands over the inner error object
+        return OmniAPIError(status, str(body["message"]), body.get("param"), body)
+    if isinstance(body, dict) and "detail" in body:
+        return OmniAPIError(status, str(body["detail"]), None, body)
+    text = body if isinstance(body, str) else json.dumps(body)
+    return OmniAPIError(status, text or f"HTTP {status} with an empty body", None, body)
+
+
+def raise_for_error(response: httpx.Response) -> None:
+    """An httpx response hook: an error status raises `OmniAPIError` carrying the server's message."""
+    if response.status_code < 400:
+        return
+    response.read()
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text
+    raise error_from_body(response.status_code, body)
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def http_client(base_url: str, *, api_key: str | None = None, timeout_s: float = 900.0) -> httpx.Client:
+    """httpx for the route the OpenAI SDK has no method for (`/v1/videos/sync`); errors raise `OmniAPIError`."""
+    return httpx.Client(
+        base_url=base_url,
+        headers=auth_headers(api_key),
+        timeout=timeout_s,
+        event_hooks={"response": [raise_for_error]},
+    )
+
+
+def video_fields(
+    settings: GenerationSettings, negative_prompt: str = "", extra_params: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """The form fields of a video request for `settings`: every one, so nothing falls to the server's defaults."""
+    fields = {
+        "size": settings.size,
+        "num_frames": str(settings.num_frames),
+        "fps": str(settings.fps),
+        "seed": str(settings.seed),
+        "num_inference_steps": str(settings.num_inference_steps),
+        "guidance_scale": str(settings.guidance_scale),
+        "flow_shift": str(settings.flow_shift),
+        "negative_prompt": negative_prompt,
+        "generate_sound": "true" if settings.enable_sound else "false",
+    }
+    if extra_params:
+        # A JSON string: the SDK would flatten a dict into `extra_params[key]` fields the server ignores.
+        fields["extra_params"] = json.dumps(extra_params)
+    return fields
+
+
+def image_fields(
+    settings: GenerationSettings, negative_prompt: str = "", extra_params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The `extra_body` of `images.generate`: the Cosmos 3 settings the OpenAI signature has no argument for."""
+    body: dict[str, Any] = {
+        "negative_prompt": negative_prompt,
+        "num_inference_steps": settings.num_inference_steps,
+        "guidance_scale": settings.guidance_scale,
+        "flow_shift": settings.flow_shift,
+        "seed": settings.seed,
+    }
+    if extra_params:
+        body["extra_params"] = extra_params
+    return body
+
+
+def wait_for_server(
+    base_url: str, *, deadline_s: float = 600.0, api_key: str | None = None, poll_s: float = 0.5
+) -> list[str]:
+    """Poll `/health` until it answers 200, then return the model names `/v1/models` lists.
+
+    Raises `ServerUnavailableError` naming what was last seen and how to start a server.
+    """
+    url = base_url.rstrip("/")
+    deadline = time.monotonic() + deadline_s
+    last = "no answer"
+    with httpx.Client(base_url=url, headers=auth_headers(api_key), timeout=10.0) as http:
+        while True:
+            try:
+                response = http.get("/health")
+                if response.status_code == 200:
+                    break
+                last = f"/health answered {response.status_code} {response.text.strip()[:200]} (still loading?)"
+            except httpx.TransportError as exc:
+                last = f"no answer ({type(exc).__name__})"
+            if time.monotonic() > deadline:
+                raise ServerUnavailableError(
+                    f"No vLLM-Omni server was ready at {url} within {deadline_s:.0f} s; last: {last}.\n{START_HINT}"
+                )
+            time.sleep(poll_s)
+        response = http.get("/v1/models")
+    if response.status_code == 401:
+        raise OmniAPIError(401, f"{url} requires an API key: set API_KEY (or $OMNI_API_KEY) to the server's --api-key.")
+    raise_for_error(response)
+    return [m["id"] for m in response.json().get("data", [])]

@@ -1,0 +1,7 @@
+"""A local stand-in for a `vllm serve <model> --omni` server, backed by the Diffusers pipeline.
+
+It answers the routes, fields, status codes, headers and error envelopes of vLLM-Omni 0.30's HTTP API for Cosmos 3
+(docs/vllm-omni-contract.md), so the vLLM-Omni notebook runs unchanged against it or a real server. Start it with
+`python -m omni_standin MODEL`. Modules: `cli` (flags, start-up), `envelope` (error shapes), `forms` (request parsing
+and validation), `engine` (the pipeline, one generation at a time), `jobs` (asynchronous video jobs), `app` (routes).
+"""

@@ -2,7 +2,20 @@
 
 `load_pipeline` is the Diffusers notebook's load cells in one call, and `apply` turns the speed and memory switches
 of `helpers.with_diffusers.speed` on by name, as the notebook's cells do one by one. Applying the same names again
-does nothing; `applied` and `skipped` say what is on and what this machine cannot run.
+does nothing; `applied` and `skipped` say what is on and what this machine cannot run (`flash_attention` is
+skipped where FlashAttention-4 cannot run, and PyTorch's attention stays).
+
+| switch | what it does | output |
+|---|---|---|
+| `fp8_storage` | transformer weights stored in float8, computed in the model dtype (layerwise casting) | changes |
+| `compile` | `torch.compile(fullgraph=True)` of each repeated decoder layer (regional compilation) | same up to noise |
+| `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
+| `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
+| `vae_autotune` | cuDNN benchmark mode (fastest convolution algorithms) during the VAE decode | same up to noise |
+| `flash_attention` | FlashAttention-4 kernels on Hopper/Blackwell GPUs (helpers.flash_attention) | same up to noise |
+| `sea_cache` | diffusers' SeaCache: reuses the decoder-stack residual on steps where little changes | changes |
+| `group_offload` | keeps transformer layers in CPU memory and streams them to the GPU one at a time | same |
+| `vae_tiling` | decodes the video in overlapping tiles | changes slightly |
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def grid(run: Run, results: list[tuple[str, Output]]) -> Any:
     """An HTML grid of players with each variant's settings and time under it."""
     from IPython.display import HTML
 
-    from helpers.display import embedded_html
+    from cookbook_ui.embed import embedded_html
 
     cells = []
     for label, out in results:

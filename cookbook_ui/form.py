@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from cookbook_ui import backends
-from helpers import display, presets
+from cookbook_ui import backends, embed
+from helpers import presets
 from helpers.errors import InvalidSettingError
 from helpers.runs import Output, Run
 
@@ -185,7 +185,7 @@ class GenerationForm:
 
     def _show(self, outputs: list[Output], req: backends.Request) -> None:
         s = req.settings
-        players = "".join(display.embedded_html(self.run.path / o.path, o.kind) for o in outputs)
+        players = "".join(embed.embedded_html(self.run.path / o.path, o.kind) for o in outputs)
         frames = "" if s.is_image else f", {s.num_frames} frames @ {s.fps} fps"
         facts = (
             f"{html.escape(req.mode)} · {s.size}{frames} · {s.num_inference_steps} steps · guidance "

@@ -10,8 +10,8 @@ import contextlib
 import os
 import tempfile
 import wave
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -50,9 +50,6 @@ class MediaInfo:
     @property
     def has_audio(self) -> bool:
         return self.audio is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @contextlib.contextmanager
@@ -293,11 +290,3 @@ def load_video(path: str | os.PathLike[str], max_frames: int | None = None) -> l
     if not target.is_file():
         raise MediaError(f"Conditioning video not found: {target}. Pass the path of an MP4 file.")
     return [Image.fromarray(f) for f in read_frames(target, max_frames=max_frames)]
-
-
-def frame_difference(a: Sequence[np.ndarray] | np.ndarray, b: Sequence[np.ndarray] | np.ndarray) -> float:
-    """Largest absolute difference between two decoded frame stacks, in 0-255 units (shapes must match)."""
-    left, right = np.asarray(a, dtype=np.int16), np.asarray(b, dtype=np.int16)
-    if left.shape != right.shape:
-        raise MediaError(f"Frame stacks differ in shape: {left.shape} vs {right.shape}.")
-    return float(np.abs(left - right).max()) if left.size else 0.0

@@ -87,80 +87,43 @@ class Preset:
     description: str
     video_size: tuple[int, int]
     num_frames: int
-    fps: int
     steps: int
-    guidance_scale: float
-    flow_shift: float
     image_size: tuple[int, int]
     image_steps: int
-    image_guidance_scale: float
-    image_flow_shift: float
+    fps: int = 24
+    guidance_scale: float = 6.0
+    flow_shift: float = 10.0
+    image_guidance_scale: float = 7.0
+    image_flow_shift: float = 3.0
 
 
-_VIDEO_DEFAULTS = {"fps": 24, "guidance_scale": 6.0, "flow_shift": 10.0}
-_IMAGE_DEFAULTS = {"image_size": (1024, 1024), "image_guidance_scale": 7.0, "image_flow_shift": 3.0}
-
-_PRESETS: tuple[Preset, ...] = (
-    Preset(
-        name="smoke",
-        description="Tiny checkpoint on a CPU: 160x96, 17 frames, 2 steps. Checks that everything runs.",
-        video_size=(160, 96),
-        num_frames=17,
-        steps=2,
-        image_size=(128, 128),
-        image_steps=2,
-        image_guidance_scale=7.0,
-        image_flow_shift=3.0,
-        **_VIDEO_DEFAULTS,
-    ),
-    Preset(
-        name="draft",
-        description="256p 16:9, 93 frames (3.9 s), 20 steps: quick looks at a prompt.",
-        video_size=SIZES["256p"]["16:9"],
-        num_frames=93,
-        steps=20,
-        image_size=(512, 512),
-        image_steps=25,
-        image_guidance_scale=7.0,
-        image_flow_shift=3.0,
-        **_VIDEO_DEFAULTS,
-    ),
-    Preset(
-        name="default",
-        description="480p 16:9, 189 frames (7.9 s), 35 steps, guidance 6, flow shift 10.",
-        video_size=SIZES["480p"]["16:9"],
-        num_frames=189,
-        steps=35,
-        image_steps=50,
-        **_VIDEO_DEFAULTS,
-        **_IMAGE_DEFAULTS,
-    ),
-    Preset(
-        name="quality",
-        description="720p 16:9, 189 frames (7.9 s), 35 steps: the published full-quality setting.",
-        video_size=SIZES["720p"]["16:9"],
-        num_frames=189,
-        steps=35,
-        image_steps=50,
-        **_VIDEO_DEFAULTS,
-        **_IMAGE_DEFAULTS,
-    ),
-)
-PRESETS: dict[str, Preset] = {p.name: p for p in _PRESETS}
-
-_OVERRIDES = (
-    "tier",
-    "aspect_ratio",
-    "width",
-    "height",
-    "num_frames",
-    "fps",
-    "num_inference_steps",
-    "guidance_scale",
-    "flow_shift",
-    "seed",
-    "enable_sound",
-)
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            "smoke",
+            "Tiny checkpoint on a CPU: 160x96, 17 frames, 2 steps. Checks that everything runs.",
+            (160, 96), 17, 2, (128, 128), 2,
+        ),
+        Preset(
+            "draft",
+            "256p 16:9, 93 frames (3.9 s), 20 steps: quick looks at a prompt.",
+            SIZES["256p"]["16:9"], 93, 20, (512, 512), 25,
+        ),
+        Preset(
+            "default",
+            "480p 16:9, 189 frames (7.9 s), 35 steps, guidance 6, flow shift 10.",
+            SIZES["480p"]["16:9"], 189, 35, (1024, 1024), 50,
+        ),
+        Preset(
+            "quality",
+            "720p 16:9, 189 frames (7.9 s), 35 steps: the published full-quality setting.",
+            SIZES["720p"]["16:9"], 189, 35, (1024, 1024), 50,
+        ),
+    )
+}  # fmt: skip
+_OVERRIDES = ("tier", "aspect_ratio", "width", "height", "num_frames", "fps", "num_inference_steps", "guidance_scale",
+              "flow_shift", "seed", "enable_sound")  # fmt: skip
 
 
 def _allowed(values: Any) -> str:

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from helpers import media, presets
 
 ALL_MODES = list(presets.MODES)
@@ -64,6 +66,13 @@ def check_run(
             info.width, info.height, info.num_frames, info.has_audio,
         )  # fmt: skip
     return manifest
+
+
+def frame_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest absolute difference between two decoded frame stacks, in 0-255 units (shapes must match)."""
+    left, right = np.asarray(a, dtype=np.int16), np.asarray(b, dtype=np.int16)
+    assert left.shape == right.shape, f"frame stacks differ in shape: {left.shape} vs {right.shape}"
+    return float(np.abs(left - right).max()) if left.size else 0.0
 
 
 def error_outputs(executed: Path) -> list[str]:

@@ -17,6 +17,7 @@ from helpers import media, presets
 from helpers.errors import InvalidSettingError, MediaError
 from helpers.runs import Run
 from helpers.with_vllm_omni.local_server import LocalServer
+from tests.notebook_checks import frame_difference
 
 NOW = datetime(2026, 1, 1)
 
@@ -126,7 +127,7 @@ def test_the_form_drives_a_vllm_omni_server_the_same_way(omni_client, tmp_path, 
     local.submit()
     a = media.read_frames(run.path / form.last_outputs[0].path)
     b = media.read_frames(local.run.path / local.last_outputs[0].path)
-    assert media.frame_difference(a, b) == 0
+    assert frame_difference(a, b) == 0
 
 
 def test_server_errors_reach_the_form(omni_client, tmp_path):

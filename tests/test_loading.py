@@ -66,8 +66,6 @@ def test_defaults_are_bf16_on_cuda_and_float32_on_cpu():
 
     assert loading.choose_dtype(torch.device("cuda")) == torch.bfloat16
     assert loading.choose_dtype(torch.device("cpu")) == torch.float32
-    with pytest.raises(InvalidSettingError, match="bfloat16"):
-        loading.choose_dtype(torch.device("cpu"), "int4")
 
 
 def test_tiny_resolves_to_a_folder_from_pretrained_reads_with_guardrails_off():

@@ -23,7 +23,7 @@ from cookbook_tools import notebooks
 from helpers import media
 from helpers.assets import notebook_path
 from helpers.runs import MANIFEST_NAME
-from tests.notebook_checks import ALL_MODES, check_run
+from tests.notebook_checks import ALL_MODES, check_run, frame_difference
 
 NAME = "run_with_vllm_omni.ipynb"
 TWIN = "run_with_diffusers.ipynb"
@@ -110,7 +110,7 @@ def test_same_files_and_same_frames_as_the_diffusers_notebook(
         a = media.read_frames(vllm_run[0] / mine["path"])
         b = media.read_frames(diffusers_run / twin["path"])
         # helpers.media encodes reproducibly, so the same pixels give the same file: compare exactly.
-        assert media.frame_difference(a, b) == 0, mine["path"]
+        assert frame_difference(a, b) == 0, mine["path"]
 
 
 def test_server_calls_the_pipeline_as_the_notebook_does(_isolated_cache: Path) -> None:

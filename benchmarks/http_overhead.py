@@ -1,7 +1,7 @@
 """What the HTTP path costs: the same generation through the local vLLM-Omni server vs directly in-process.
 
-Direct: `pipe(...)` plus `helpers.media.write_video`, exactly what the server does per request. HTTP: the client's
-`/v1/videos/sync` round trip (form upload, queueing, generation, MP4 back). Both on the tiny checkpoint, on the CPU,
+Direct: the notebook's `pipe(...)` call plus `helpers.media.write_video`, exactly what the server does per request.
+HTTP: the client's `/v1/videos/sync` round trip (form upload, queueing, generation, MP4 back). Both on the tiny checkpoint, on the CPU,
 with the `smoke` t2v settings and the bundled prompt; the median of several runs after a warm-up. Also times the
 whole run_with_vllm_omni.ipynb on tiny/smoke. Writes benchmarks/results/http_overhead.json.
 
@@ -18,7 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from helpers import loading, media, notebooks, omni_client, pipeline, presets, prompts
+from cookbook_tools import notebooks
+from cookbook_tools.pipelines import load_pipeline
+from helpers import media, presets, prompts
+from helpers.with_diffusers import calls
+from helpers.with_vllm_omni import api
 from helpers.with_vllm_omni.local_server import LocalServer
 
 RESULTS = Path(__file__).parent / "results" / "http_overhead.json"
@@ -41,20 +45,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     s = presets.settings_for("t2v", "smoke", seed=0)
-    text, negative = prompts.prompt_text("t2v", s), prompts.negative_prompt()
+    text, negative = prompts.prompt_text(s), prompts.negative_prompt()
+    form = {"model": "tiny", "prompt": text, **api.video_fields(s, negative)}
 
-    pipe, _ = loading.load_pipeline("tiny", device="cpu")
+    pipe, _ = load_pipeline("tiny", device="cpu")
     with (
         tempfile.TemporaryDirectory() as folder,
         LocalServer.start("tiny", device="cpu") as server,
-        omni_client.OmniClient(server.base_url) as client,
+        api.http_client(server.base_url) as http,
     ):
 
         def direct() -> None:
-            output = pipe(prompt=text, negative_prompt=negative, **pipeline.pipe_kwargs(pipe, s))
+            output = calls.generate(pipe, text, s, negative_prompt=negative)
             media.write_video(Path(folder) / "direct.mp4", output.video, s.fps)
 
-        direct_s, http_s = _interleaved_medians(direct, lambda: client.generate_video(text, s, negative), args.repeats)
+        direct_s, http_s = _interleaved_medians(direct, lambda: http.post("/v1/videos/sync", data=form), args.repeats)
 
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()

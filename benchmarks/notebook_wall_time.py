@@ -21,7 +21,9 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from helpers import environment, notebooks, tiny_checkpoint
+import random_checkpoints
+from cookbook_tools import notebooks
+from helpers import environment
 from helpers.assets import notebook_path
 
 TARGETS_S = {"run_with_diffusers.ipynb": 60.0, "run_with_vllm_omni.ipynb": 90.0}
@@ -38,7 +40,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "COSMOS3_COOKBOOK_CACHE": str(Path(tmp) / "cache")}
         os.environ["COSMOS3_COOKBOOK_CACHE"] = env["COSMOS3_COOKBOOK_CACHE"]
-        tiny_checkpoint.ensure_tiny_checkpoint()
+        random_checkpoints.ensure_tiny_checkpoint()
         walls, per_mode = [], []
         for i in range(args.repeats):
             out = Path(tmp) / f"run{i}"

@@ -1,4 +1,4 @@
-"""An interactive generation form (ipywidgets) on top of `helpers.backends`.
+"""An interactive generation form (ipywidgets) on top of `cookbook_ui.backends`.
 
 ipywidgets swallows exceptions raised in button callbacks, so everything the button does goes through
 `GenerationForm.submit()`, which tests call directly: it records the error in `last_error`, shows its message in

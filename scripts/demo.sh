@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m helpers.demo --model "${MODEL:-tiny}" --preset "${PRESET:-smoke}" --output-dir outputs/demo
+exec .venv/bin/python -m cookbook_tools.demo --model "${MODEL:-tiny}" --preset "${PRESET:-smoke}" --output-dir outputs/demo

@@ -1,4 +1,4 @@
-"""The demo's gallery page in a real browser: `python -m helpers.demo` runs both notebooks on the tiny checkpoint,
+"""The demo's gallery page in a real browser: `python -m cookbook_tools.demo` runs both notebooks on the tiny checkpoint,
 and headless Chromium opening its gallery.html from disk shows one card per non-audio output, every H.264 video
 decodes (a finite non-zero duration, then a picture from its middle), every sound track and picture loads.
 A screenshot is kept as an artifact."""
@@ -35,7 +35,7 @@ MODES = "t2i,t2v,t2v_sound"
 def test_gallery_page_plays_every_output_of_the_demo(tmp_path: Path, page: Any) -> None:
     require_chromium()
     demo = subprocess.run(
-        [sys.executable, "-m", "helpers.demo", "--output-dir", str(tmp_path), "--modes", MODES],
+        [sys.executable, "-m", "cookbook_tools.demo", "--output-dir", str(tmp_path), "--modes", MODES],
         cwd=REPO, capture_output=True, text=True, timeout=360,
     )  # fmt: skip
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]

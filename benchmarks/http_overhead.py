@@ -1,9 +1,9 @@
 """What the HTTP path costs: the same generation through the local vLLM-Omni server vs directly in-process.
 
 Direct: the notebook's `pipe(...)` call plus `helpers.media.write_video`, exactly what the server does per request.
-HTTP: the client's `/v1/videos/sync` round trip (form upload, queueing, generation, MP4 back). Both on the tiny checkpoint, on the CPU,
-with the `smoke` t2v settings and the bundled prompt; the median of several runs after a warm-up. Also times the
-whole run_with_vllm_omni.ipynb on tiny/smoke. Writes benchmarks/results/http_overhead.json.
+HTTP: the client's `/v1/videos/sync` round trip (form upload, queueing, generation, MP4 back). Both on the tiny
+checkpoint, on the CPU, with the `smoke` t2v settings and the bundled prompt; the median of several runs after a
+warm-up. Also times the whole run_with_vllm_omni.ipynb on tiny/smoke. Writes benchmarks/results/http_overhead.json.
 
     python benchmarks/http_overhead.py [--repeats 5]
 """

@@ -1,4 +1,4 @@
-"""helpers.with_diffusers.speed on the tiny checkpoint (CPU): names, idempotence, order, and exactness of the exact switches.
+"""The speed switches on the tiny checkpoint (CPU): names, idempotence, order, and exactness of the exact switches.
 
 Speed itself is measured by benchmarks/gpu_benchmark.py on a GPU, never by a timed test.
 """

@@ -1,6 +1,6 @@
 """The demo's gallery page in a real browser: `python -m cookbook_tools.demo` runs both notebooks on the tiny
-checkpoint, and headless Chromium opening its gallery.html from disk shows one card per non-audio output, every H.264 video
-decodes (a finite non-zero duration, then a picture from its middle), every sound track and picture loads.
+checkpoint, and headless Chromium opening its gallery.html from disk shows one card per non-audio output, every H.264
+video decodes (a finite non-zero duration, then a picture from its middle), every sound track and picture loads.
 A screenshot is kept as an artifact."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""helpers.with_diffusers.flash_attention on CPU: where the kernel is refused, how the pipeline's attention calls
-are routed to it, and that the routed pipeline gives the same output. The kernel itself needs a Hopper/Blackwell GPU: tests/test_gpu.py
-compares it with PyTorch's attention there, and benchmarks/attention_kernels.py times it."""
+"""FlashAttention-4 behind diffusers' attention dispatch, on CPU: where the kernel is refused, how the pipeline's
+attention calls are routed to it, and that the routed pipeline gives the same output. The kernel itself needs a
+Hopper/Blackwell GPU: tests/test_gpu.py compares it with PyTorch's attention there, and
+benchmarks/attention_kernels.py times it."""
 
 from __future__ import annotations
 

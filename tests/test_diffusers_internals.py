@@ -1,0 +1,76 @@
+"""The private parts of diffusers the cookbook relies on are still there.
+
+pyproject.toml pins diffusers below 0.43 because of them. When a new diffusers release renames one, this test says
+which name is gone and which cookbook feature needs it, instead of a generation failing somewhere deep.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import diffusers
+import pytest
+
+# (module, attribute, what needs it)
+MODULE_NAMES = [
+    ("diffusers.models.transformers.transformer_cosmos3", "_rotate_half", "text_kv_cache (speed.py)"),
+    ("diffusers.models.transformers.transformer_cosmos3", "Cosmos3AttnProcessor", "text_kv_cache (speed.py)"),
+    ("diffusers.hooks.hooks", "BaseState", "text_kv_cache (speed.py)"),
+    ("diffusers.hooks.hooks", "StateManager", "text_kv_cache (speed.py)"),
+    ("diffusers.models.attention_dispatch", "_HUB_KERNELS_REGISTRY", "flash_attention (flash_attention.py)"),
+    ("diffusers.models.modeling_utils", "get_parameter_device", "speed.device_of"),
+]
+# Attributes of one decoder layer (and its attention) that the text K/V cache reads.
+LAYER_NAMES = ("input_layernorm", "input_layernorm_moe_gen", "post_attention_layernorm_moe_gen", "mlp_moe_gen")
+ATTENTION_NAMES = (
+    "to_k", "to_v", "norm_k", "k_norm_und_for_gen", "add_q_proj", "add_k_proj", "add_v_proj", "norm_added_q",
+    "norm_added_k", "to_add_out", "num_attention_heads", "num_key_value_heads", "head_dim", "processor",
+)  # fmt: skip
+
+
+def _gone(name: str, needed_by: str) -> str:
+    return (
+        f"diffusers {diffusers.__version__} has no {name}, which the cookbook's {needed_by} uses. Install a diffusers "
+        "the project supports (pyproject.toml: >=0.42.1,<0.43), or update that module to the new diffusers."
+    )
+
+
+@pytest.mark.parametrize(("module", "name", "needed_by"), MODULE_NAMES, ids=lambda v: str(v))
+def test_module_level_names_exist(module: str, name: str, needed_by: str) -> None:
+    assert hasattr(importlib.import_module(module), name), _gone(f"{module}.{name}", needed_by)
+
+
+def test_the_registry_and_dispatch_take_what_the_flash_attention_switch_gives() -> None:
+    from diffusers.models.attention_dispatch import _HUB_KERNELS_REGISTRY, AttentionBackendName, dispatch_attention_fn
+
+    assert hasattr(AttentionBackendName, "FLASH_4_HUB"), _gone("AttentionBackendName.FLASH_4_HUB", "flash_attention")
+    assert AttentionBackendName.FLASH_4_HUB in _HUB_KERNELS_REGISTRY, _gone(
+        "a flash_4_hub registry entry", "flash_attention"
+    )
+    assert hasattr(_HUB_KERNELS_REGISTRY[AttentionBackendName.FLASH_4_HUB], "kernel_fn"), _gone(
+        "kernel_fn", "flash_attention"
+    )
+    assert "parallel_config" in inspect.signature(dispatch_attention_fn).parameters, _gone(
+        "dispatch_attention_fn(parallel_config=...)", "text_kv_cache"
+    )
+
+
+def test_the_pipeline_and_its_layers_have_what_the_switches_and_the_form_use(tiny_pipe) -> None:
+    from diffusers.hooks import HookRegistry
+
+    pipe, _ = tiny_pipe
+    assert callable(getattr(pipe, "_encode_video", None)), _gone(
+        "Cosmos3OmniPipeline._encode_video", "zero_encode_cache"
+    )
+    assert "_interrupt" in inspect.getsource(type(pipe).__call__), _gone("the _interrupt flag", "form's Stop button")
+    assert hasattr(HookRegistry, "invalidate_child_registries_cache"), _gone(
+        "HookRegistry.invalidate_child_registries_cache", "text_kv_cache"
+    )
+    layer = pipe.transformer.layers[0]
+    for name in LAYER_NAMES:
+        assert hasattr(layer, name), _gone(f"decoder layer .{name}", "text_kv_cache")
+    for name in ATTENTION_NAMES:
+        assert hasattr(layer.self_attn, name), _gone(f"decoder attention .{name}", "text_kv_cache")
+    for name in ("_attention_backend", "_parallel_config"):
+        assert hasattr(layer.self_attn.processor, name), _gone(f"attention processor .{name}", "flash_attention")

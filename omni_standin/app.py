@@ -1,4 +1,7 @@
-"""The FastAPI app: the routes of a `vllm serve <model> --omni` server for Cosmos 3 (spec §2, checklist §10)."""
+"""The FastAPI app: the routes of a `vllm serve <model> --omni` server for Cosmos 3 (contract §2).
+
+The contract is docs/vllm-omni-contract.md; its §9 says what this server leaves out.
+"""
 
 from __future__ import annotations
 

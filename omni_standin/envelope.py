@@ -1,4 +1,4 @@
-"""Error shapes, as vLLM's exception handlers write them (spec §1.2).
+"""Error shapes, as vLLM's exception handlers write them (docs/vllm-omni-contract.md §1.2).
 
 `fastapi.HTTPException`, request validation and plain exceptions become `{"error": {message, type, param, code}}`
 with `code` the integer status. Starlette's own HTTP errors (unknown route, 405, multipart limits) are left to

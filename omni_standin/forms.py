@@ -1,4 +1,4 @@
-"""Request parsing and validation for the generation routes (spec §2.3, §2.10, §2.11, §4).
+"""Request parsing and validation for the generation routes (docs/vllm-omni-contract.md §2.3, §2.10, §2.11, §4).
 
 Two stages, as on the real server: FastAPI's own parsing (`Form`/`File` parameters and the JSON body model), whose
 failures become 400 validation errors naming `body.<field>`; then the request models and the checks of the
@@ -233,7 +233,7 @@ class VideoUpload:
     video_reference: str | None
 
     def conditioning(self) -> tuple[Any, list[Any] | None]:
-        """(image, video frames) from whichever reference was sent; the checks of spec §4."""
+        """(image, video frames) from whichever reference was sent; the checks of the contract's §4."""
         if self.input_reference is not None and (self.image_reference or self.video_reference):
             raise HTTPException(
                 400,

@@ -1,4 +1,6 @@
-"""Asynchronous video jobs (`/v1/videos`): the in-memory store and each job's lifecycle (spec §2.5-§2.9).
+"""Asynchronous video jobs (`/v1/videos`): the in-memory store and each job's lifecycle.
+
+docs/vllm-omni-contract.md §2.5-§2.9.
 
 A job is `queued` until the worker thread starts it, `in_progress` while it runs, then `completed` (the MP4 is in
 the storage folder) or `failed` (with `error.code` the HTTP status that GET answers with).

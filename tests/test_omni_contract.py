@@ -410,7 +410,7 @@ def test_list_paging_and_its_limits(http: httpx.Client) -> None:
         http.delete(f"/v1/videos/{job_id}")
 
 
-# --- OpenAI SDK compatibility (spec §7) ------------------------------------------------------------------------
+# --- OpenAI SDK compatibility (docs/vllm-omni-contract.md §6) ---------------------------------------------------------
 
 
 def test_sdk_models_list(sdk: openai.OpenAI) -> None:

@@ -71,7 +71,7 @@ def test_the_twins_mirror_each_other_section_by_section() -> None:
         "## An asynchronous job",
         "## When a request is wrong",
     }
-    theirs = {"## Fit it in memory, then move it to the device", "## Make it fast"}
+    theirs = {"## Load the pipeline", "## Fit it in memory, then move it to the device", "## Make it fast"}
     vllm, diffusers = _sections(NAME), _sections(TWIN)
     assert ours <= set(vllm) and theirs <= set(diffusers)
     assert [h for h in vllm if h not in ours] == [h for h in diffusers if h not in theirs]

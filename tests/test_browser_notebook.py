@@ -81,7 +81,8 @@ OUTPUT_TEXTS_JS = "() => [...document.querySelectorAll('.jp-OutputArea-output')]
 def _write_parameterized_copy(lab: JupyterLab) -> tuple[str, Path]:
     nb = papermill.iorw.load_notebook_node(str(notebook_path(NAME)))
     media_dir = lab.root / "media"
-    params = {"MODEL": "tiny", "PRESET": "smoke", "MODES": "t2i", "OUTPUT_DIR": str(media_dir)}
+    # KEEP_LOADED: the form must still generate after "Run All" has reached the cleanup cell.
+    params = {"MODEL": "tiny", "PRESET": "smoke", "MODES": "t2i", "OUTPUT_DIR": str(media_dir), "KEEP_LOADED": True}
     nbformat.write(papermill.parameterize.parameterize_notebook(nb, params), lab.root / NAME)
     return NAME, media_dir
 

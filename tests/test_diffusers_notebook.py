@@ -17,7 +17,7 @@ from tests.notebook_checks import ALL_MODES, check_run, error_outputs
 NAME = "run_with_diffusers.ipynb"
 TEST_PARAMETERS = {
     "MODEL", "PRESET", "TIER", "ASPECT_RATIO", "SPEED", "SEED", "MODES", "OUTPUT_DIR", "IMAGE", "VIDEO", "GUARDRAILS",
-    "DEVICE", "COMPARE", "PROGRESS",
+    "DEVICE", "COMPARE", "PROGRESS", "KEEP_LOADED",
 }  # fmt: skip
 
 pytestmark = pytest.mark.notebook
@@ -41,6 +41,8 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(tmp_p
     assert error_outputs(executed) == []
     run_dir = notebooks.run_folder_from(executed)
     assert run_dir.parent == tmp_path / "media"
+    # The cleanup cell let go of every reference to the pipeline (form, comparison, output history).
+    assert notebooks.published(executed)["released"] is True
     check_run(run_dir, ALL_MODES, "smoke", 5, compared=("smoke",))
     # A second run writes a new folder and leaves the first untouched.
     before = {p: p.read_bytes() for p in run_dir.iterdir()}

@@ -35,13 +35,14 @@ class GenerationStopped(CookbookError):
 
 @dataclass(frozen=True)
 class Request:
-    """One generation: the prompt text as sent, its settings, and the conditioning file for i2v / v2v."""
+    """One generation: the prompt text as sent, its settings, and its conditioning files (an image for i2v, a clip
+    for v2v, the first and the last frame for fl2v)."""
 
     mode: str
     prompt: str
     settings: GenerationSettings
     negative_prompt: str = ""
-    reference: Path | None = None
+    references: tuple[Path, ...] = ()
 
 
 def build_request(
@@ -49,7 +50,7 @@ def build_request(
     settings: GenerationSettings,
     *,
     prompt: str = "",
-    reference: str | Path | None = None,
+    references: list[Path] | tuple[Path, ...] = (),
     negative_prompt: str | None = None,
 ) -> Request:
     """A request with the bundled prompt and conditioning of the mode wherever the caller gave none.
@@ -57,17 +58,25 @@ def build_request(
     A structured (JSON object) prompt gets the resolution, duration and fps of the settings written into it.
     """
     text = prompts.with_settings(prompt.strip(), settings) if prompt.strip() else prompts.prompt_text(settings)
-    needs_reference = mode in IMAGE_CONDITIONED_MODES | VIDEO_CONDITIONED_MODES
-    path = Path(reference) if reference else (prompts.conditioning(mode) if needs_reference else None)
-    if path is not None and not needs_reference:
-        raise InvalidSettingError(f"Mode {mode!r} takes no conditioning file; pick i2v, i2v_sound or v2v to use one.")
+    wanted = 2 if mode == "fl2v" else 1 if mode in IMAGE_CONDITIONED_MODES | VIDEO_CONDITIONED_MODES else 0
+    if references and len(references) != wanted:
+        what = {0: "no conditioning file", 1: "one conditioning file", 2: "two images: the first and the last frame"}
+        raise InvalidSettingError(f"Mode {mode!r} takes {what[wanted]}, and {len(references)} were given.")
+    if not references and wanted:
+        references = prompts.first_and_last() if mode == "fl2v" else (prompts.conditioning(mode),)
     return Request(
         mode=mode,
         prompt=text,
         settings=settings,
         negative_prompt=prompts.negative_prompt() if negative_prompt is None else negative_prompt,
-        reference=path,
+        references=tuple(Path(r) for r in references),
     )
+
+
+def first_and_last_frames(request: Request) -> list[Any]:
+    """fl2v's two images, fitted to the output size: the clip `video=` takes (padded with the last frame)."""
+    s = request.settings
+    return [media.fit_frame(media.load_image(path), s.width, s.height) for path in request.references]
 
 
 class Backend(Protocol):
@@ -104,8 +113,8 @@ class DiffusersBackend:
             request.prompt,
             request.settings,
             negative_prompt=request.negative_prompt,
-            image=media.load_image(request.reference) if request.mode in IMAGE_CONDITIONED_MODES else None,
-            video=media.load_video(request.reference) if request.mode in VIDEO_CONDITIONED_MODES else None,
+            image=media.load_image(request.references[0]) if request.mode in IMAGE_CONDITIONED_MODES else None,
+            video=_video(request),
             on_step_end=on_step_end,
         )
         if stopped_at:
@@ -116,6 +125,12 @@ class DiffusersBackend:
     def close(self) -> None:
         """Let go of the pipeline, so that its memory can be freed."""
         self.pipe = None  # type: ignore[assignment]
+
+
+def _video(request: Request) -> list[Any] | None:
+    if request.mode == "fl2v":
+        return first_and_last_frames(request)
+    return media.load_video(request.references[0]) if request.mode in VIDEO_CONDITIONED_MODES else None
 
 
 class OmniBackend:
@@ -162,21 +177,26 @@ class OmniBackend:
             on_progress(100, 100, "saving")
             gen.save_bytes(base64.b64decode(image.data[0].b64_json or ""), ".png")
             return
-        fields = api.video_fields(s, request.negative_prompt, self.extra_params)
+        extra = dict(self.extra_params or {})
+        upload: dict[str, Any] = {}
+        if request.mode == "fl2v":
+            # The two frames as a lossless clip, with the latent frames to keep: vLLM-Omni's first-and-last recipe.
+            extra["condition_frame_indexes_vision"] = list(s.condition_frame_indexes)
+            clip = media.lossless_clip(first_and_last_frames(request), s.fps)
+            upload["input_reference"] = ("first_last.mp4", clip, "video/mp4")
+        elif request.references:
+            path = request.references[0]
+            upload["input_reference"] = (path.name, path.read_bytes(), "application/octet-stream")
+        fields = api.video_fields(s, request.negative_prompt, extra or None)
         size = fields.pop("size")
-        upload = {"input_reference": request.reference.open("rb")} if request.reference else {}
-        try:
-            job = self.client.videos.create(
-                model=self.model,
-                prompt=request.prompt,
-                size=size,  # type: ignore[arg-type]
-                extra_body=fields,
-                extra_headers=api.MULTIPART,
-                **upload,  # type: ignore[arg-type]
-            )
-        finally:
-            for file in upload.values():
-                file.close()
+        job = self.client.videos.create(
+            model=self.model,
+            prompt=request.prompt,
+            size=size,  # type: ignore[arg-type]
+            extra_body=fields,
+            extra_headers=api.MULTIPART,
+            **upload,
+        )
         while job.status != "completed":
             on_progress(int(job.progress or 0), 100, str(job.status))
             if stop():

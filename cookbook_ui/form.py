@@ -67,7 +67,7 @@ class GenerationForm:
         self.guidance = w.Text(placeholder=PRESET_DEFAULT, description="Guidance")
         self.seed = w.IntText(value=seed, description="Seed")
         self.sound = w.Checkbox(value=False, description="Sound (sound modes add it anyway)", indent=False)
-        self.upload = w.FileUpload(accept="image/*,video/*", multiple=False, description="Condition")
+        self.upload = w.FileUpload(accept="image/*,video/*", multiple=True, description="Condition")
         self.generate_button = w.Button(description="Generate", button_style="primary", icon="play")
         self.stop_button = w.Button(description="Stop", button_style="warning", icon="stop", disabled=True)
         self.progress = w.IntProgress(value=0, min=0, max=1, description="Progress")
@@ -133,25 +133,25 @@ class GenerationForm:
             overrides["enable_sound"] = True
         return presets.settings_for(self.mode.value, self.preset.value, **overrides)
 
-    def _uploaded_reference(self) -> Path | None:
-        """Save the uploaded file into the run folder (a new name if one exists) and return its path."""
-        if not self.upload.value:
-            return None
-        item = self.upload.value[0]
+    def _uploaded_references(self) -> list[Path]:
+        """Save the uploaded files into the run folder (new names where one exists) and return their paths."""
         inputs = self.run.path / "inputs"
-        inputs.mkdir(exist_ok=True)
-        name = Path(item["name"]).name or "upload"
-        target = inputs / name
-        n = 1
-        while target.exists():
-            target = inputs / f"{Path(name).stem}-{n}{Path(name).suffix}"
-            n += 1
-        target.write_bytes(bytes(item["content"]))
-        return target
+        saved = []
+        for item in self.upload.value:
+            inputs.mkdir(exist_ok=True)
+            name = Path(item["name"]).name or "upload"
+            target = inputs / name
+            n = 1
+            while target.exists():
+                target = inputs / f"{Path(name).stem}-{n}{Path(name).suffix}"
+                n += 1
+            target.write_bytes(bytes(item["content"]))
+            saved.append(target)
+        return saved
 
     def request(self) -> backends.Request:
         return backends.build_request(
-            self.mode.value, self.settings(), prompt=self.prompt.value, reference=self._uploaded_reference()
+            self.mode.value, self.settings(), prompt=self.prompt.value, references=self._uploaded_references()
         )
 
     def _on_progress(self, done: int, total: int, status: str) -> None:

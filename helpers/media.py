@@ -10,7 +10,7 @@ import contextlib
 import os
 import tempfile
 import wave
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -290,3 +290,36 @@ def load_video(path: str | os.PathLike[str], max_frames: int | None = None) -> l
     if not target.is_file():
         raise MediaError(f"Conditioning video not found: {target}. Pass the path of an MP4 file.")
     return [Image.fromarray(f) for f in read_frames(target, max_frames=max_frames)]
+
+
+def fit_frame(image: Any, width: int, height: int) -> Any:
+    """An image scaled to cover `width` x `height` and centre-cropped to it, as the pipeline prepares an i2v image.
+
+    The pipeline stretches `video=` frames to the output size instead, so frames for a clip are fitted first.
+    """
+    from PIL import Image
+
+    scale = max(width / image.width, height / image.height)
+    size = (max(width, round(image.width * scale)), max(height, round(image.height * scale)))
+    resized = image.resize(size, Image.Resampling.LANCZOS)
+    left, top = (size[0] - width) // 2, (size[1] - height) // 2
+    return resized.crop((left, top, left + width, top + height))
+
+
+def lossless_clip(frames: Sequence[Any], fps: float) -> bytes:
+    """An MP4 whose frames decode to exactly these pixels (H.264 in RGB, lossless), for uploading a clip as is."""
+    import io
+
+    import av
+
+    pixels = [np.asarray(f.convert("RGB")) for f in frames]
+    buffer = io.BytesIO()
+    with av.open(buffer, mode="w", format="mp4") as container:
+        stream = container.add_stream("libx264rgb", rate=Fraction(fps).limit_denominator(1001), options={"qp": "0"})
+        stream.width, stream.height, stream.pix_fmt = pixels[0].shape[1], pixels[0].shape[0], "rgb24"
+        for index, frame_pixels in enumerate(pixels):
+            frame = av.VideoFrame.from_ndarray(frame_pixels, format="rgb24")
+            frame.pts = index
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    return buffer.getvalue()

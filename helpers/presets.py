@@ -13,7 +13,7 @@ from typing import Any
 
 from helpers.errors import InvalidSettingError
 
-MODES: tuple[str, ...] = ("t2i", "t2v", "i2v", "v2v", "t2v_sound", "i2v_sound")
+MODES: tuple[str, ...] = ("t2i", "t2v", "i2v", "v2v", "t2v_sound", "i2v_sound", "v2v_sound", "fl2v")
 MODE_TITLES: dict[str, str] = {
     "t2i": "Text to image",
     "t2v": "Text to video",
@@ -21,10 +21,13 @@ MODE_TITLES: dict[str, str] = {
     "v2v": "Video to video",
     "t2v_sound": "Text to video with sound",
     "i2v_sound": "Image to video with sound",
+    "v2v_sound": "Video to video with sound",
+    "fl2v": "First and last frame to video",
 }
-SOUND_MODES: frozenset[str] = frozenset({"t2v_sound", "i2v_sound"})
+SOUND_MODES: frozenset[str] = frozenset({"t2v_sound", "i2v_sound", "v2v_sound"})
 IMAGE_CONDITIONED_MODES: frozenset[str] = frozenset({"i2v", "i2v_sound"})
-VIDEO_CONDITIONED_MODES: frozenset[str] = frozenset({"v2v"})
+# Modes whose `pipe(...)` call takes `video=`: a clip to continue, or (fl2v) the first and the last frame.
+VIDEO_CONDITIONED_MODES: frozenset[str] = frozenset({"v2v", "v2v_sound", "fl2v"})
 
 TIERS: tuple[str, ...] = ("256p", "480p", "720p")
 ASPECT_RATIOS: tuple[str, ...] = ("16:9", "4:3", "1:1", "3:4", "9:16")
@@ -74,6 +77,12 @@ class GenerationSettings:
     @property
     def duration_s(self) -> float:
         return 0.0 if self.is_image else self.num_frames / self.fps
+
+    @property
+    def condition_frame_indexes(self) -> tuple[int, int]:
+        """The latent frames a video-conditioned mode keeps clean: the clip's first two (its first 5 pictures), or
+        for fl2v the first and the last (the VAE packs 4 pictures into each latent frame after the first)."""
+        return (0, (self.num_frames - 1) // 4) if self.mode == "fl2v" else (0, 1)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -56,6 +56,22 @@ def conditioning(mode: str) -> Path:
     return asset_path(name)
 
 
+def first_and_last(paths: str = "", mode: str = "fl2v") -> tuple[Path, Path]:
+    """fl2v's first and last frame: `paths` as "first.png,last.png" (the FIRST_LAST parameter), or the bundled pair."""
+    if not paths.strip():
+        first, last = about(mode)["conditioning"], about(mode)["last_frame"]
+        return asset_path(first), asset_path(last)
+    given = [Path(p.strip()).expanduser() for p in paths.split(",") if p.strip()]
+    if len(given) != 2:
+        raise InvalidSettingError(
+            f"FIRST_LAST={paths!r} must name two images, the first and the last frame: a.png,b.png"
+        )
+    for path in given:
+        if not path.is_file():
+            raise InvalidSettingError(f"FIRST_LAST names {str(path)!r}, which is not a file. Give two image paths.")
+    return given[0], given[1]
+
+
 def negative_prompt() -> str:
     return str(_read("negative")["negative_prompt"])
 
@@ -130,7 +146,9 @@ def describe(modes: list[str] | tuple[str, ...] = MODES) -> list[dict[str, Any]]
             "what": MODE_TITLES[mode],
             "prompt": about(mode).get("title", ""),
             "words": count_words(load(mode)),
-            "conditioning": about(mode).get("conditioning") or "",
+            "conditioning": ", ".join(
+                about(mode).get(k, "") for k in ("conditioning", "last_frame") if about(mode).get(k)
+            ),
         }
         for mode in modes
     ]

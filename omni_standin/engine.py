@@ -83,6 +83,8 @@ class DiffusersEngine:
             negative_prompt=request.negative_prompt,
             image=request.image,
             video=request.video,
+            condition_frame_indexes=request.condition_frame_indexes,
+            condition_video_keep=request.condition_video_keep,
             resolution_template=request.resolution_template,
             duration_template=request.duration_template,
             safety_check=request.safety_check,

@@ -48,6 +48,9 @@ class GenerationRequest:
     n: int = 1
     # Seconds of sound in the MP4: `sound_duration`, else `audio_duration`, else num_frames / fps (vLLM-Omni's order).
     sound_duration_s: float | None = None
+    # A video reference keeps these latent frames clean (vLLM-Omni's default: the first two), read from that end.
+    condition_frame_indexes: tuple[int, ...] = (0, 1)
+    condition_video_keep: str = "first"
 
 
 class VideoRequest(BaseModel):
@@ -218,6 +221,21 @@ def _video_size(form: VideoRequest, image: Any, video: list[Any] | None) -> tupl
     return max(16, round(height * ratio / 16) * 16), max(16, round(height / 16) * 16)
 
 
+def _condition_indexes(extra: dict[str, Any]) -> tuple[int, ...]:
+    """`extra_params.condition_frame_indexes_vision`: a list of ints, an int or "0,47", sorted and without repeats."""
+    raw = extra.get("condition_frame_indexes_vision", [0, 1])
+    items = raw.split(",") if isinstance(raw, str) else raw if isinstance(raw, list) else [raw]
+    try:
+        indexes = sorted({int(str(item).strip()) for item in items})
+    except ValueError:
+        raise HTTPException(
+            400, f"Invalid condition_frame_indexes_vision {raw!r}: give latent frame indexes such as [0, 47]."
+        ) from None
+    if not indexes or indexes[0] < 0:
+        raise HTTPException(400, f"Invalid condition_frame_indexes_vision {raw!r}: indexes must be 0 or more.")
+    return tuple(indexes)
+
+
 def _round_frames(num_frames: int) -> int:
     """The pipeline rounds up to 4k+1 (192 -> 193); the VAE compresses time fourfold."""
     return num_frames if num_frames % 4 == 1 else num_frames + (5 - num_frames % 4) % 4
@@ -275,8 +293,18 @@ class VideoUpload:
         flow_shift = extra.get("flow_shift", form.flow_shift)
         if flow_shift is None:
             flow_shift = default_flow_shift or VIDEO_DEFAULTS["flow_shift"]
+        indexes = _condition_indexes(extra)
+        keep = extra.get("condition_video_keep", "first")
+        if video is not None and keep not in ("first", "last"):
+            raise HTTPException(400, f"Invalid condition_video_keep {keep!r}: use 'first' or 'last'.")
         mode = "v2v" if video is not None else ("i2v" if image is not None else "t2v")
-        if sound and mode != "v2v":
+        if video is not None:
+            # Only the frames the kept latents cover are read, from the chosen end (4 pictures per latent frame).
+            wanted = min(max(indexes) * 4 + 1, _round_frames(num_frames))
+            video = video[:wanted] if keep == "first" else video[-wanted:]
+            if indexes == (0, (_round_frames(num_frames) - 1) // 4):
+                mode = "fl2v"
+        if sound:
             mode += "_sound"
         settings = GenerationSettings(
             mode=mode,
@@ -301,6 +329,8 @@ class VideoUpload:
             resolution_template=bool(extra.get("use_resolution_template", False)),
             duration_template=bool(extra.get("use_duration_template", False)),
             sound_duration_s=extra.get("sound_duration", extra.get("audio_duration", form.sound_duration)),
+            condition_frame_indexes=indexes,
+            condition_video_keep=keep,
         )
 
 

@@ -682,6 +682,19 @@ def render_video_frames() -> list[np.ndarray]:
     return frames
 
 
+def render_first_and_last() -> tuple[Image.Image, Image.Image]:
+    """The same room as the video: the ball at its start on the left, and at rest against the block on the right."""
+    W, H = VIDEO_SIZE
+    background = draw_block(render_floor_background(), 0.80 * W, 0.80 * H, 56)
+    radius, floor_y = 34.0, 0.77 * H
+    start_x, rest_x = 0.10 * W, 0.80 * W - radius - 3
+    stills = []
+    for x in (start_x, rest_x):
+        frame = draw_ball(background, x, floor_y - radius, radius, x / 34.0)
+        stills.append(Image.fromarray((np.clip(frame, 0, 1) * 255 + 0.5).astype(np.uint8), mode="RGB"))
+    return stills[0], stills[1]
+
+
 def write_mp4(frames: list[np.ndarray], path: Path) -> None:
     """Encode H.264 yuv420p with fixed settings so that the output is byte-identical run to run."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -716,6 +729,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     render_harbor().save(out / "images" / "harbor_crane_dusk.png", optimize=True)
     render_workbench().save(out / "images" / "robot_arm_workbench.png", optimize=True)
     write_mp4(render_video_frames(), out / "videos" / "rolling_ball.mp4")
+    first, last = render_first_and_last()
+    first.save(out / "images" / "ball_start.png", optimize=True)
+    last.save(out / "images" / "ball_at_rest.png", optimize=True)
     for p in sorted(out.glob("*/*.*")):
         if p.suffix in {".png", ".mp4"}:
             print(f"{p.relative_to(REPO_ROOT)}  {p.stat().st_size / 1024:.0f} KiB")

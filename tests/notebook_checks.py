@@ -20,6 +20,8 @@ EXPECTED_FILES = {
     "v2v": [("video", ".mp4")],
     "t2v_sound": [("video", ".mp4"), ("audio", ".wav")],
     "i2v_sound": [("video", ".mp4"), ("audio", ".wav")],
+    "v2v_sound": [("video", ".mp4"), ("audio", ".wav")],
+    "fl2v": [("video", ".mp4")],
 }
 
 

@@ -69,7 +69,7 @@ def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
     params = {
         "MODEL": "tiny",
         "PRESET": "smoke",
-        "MODES": "t2v_sound,v2v",
+        "MODES": "v2v_sound,fl2v",
         "OUTPUT_DIR": str(tmp_path / "media"),
     }
     nbformat.write(papermill.parameterize.parameterize_notebook(nb, params), tmp_path / NAME)
@@ -80,7 +80,7 @@ def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "1 passed" in result.stdout
     (run_dir,) = (tmp_path / "media").iterdir()
-    check_run(run_dir, ["t2v_sound", "v2v"], "smoke", 0)
+    check_run(run_dir, ["v2v_sound", "fl2v"], "smoke", 0)
 
 
 @pytest.mark.parametrize(

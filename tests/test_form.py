@@ -110,19 +110,20 @@ def test_stop_interrupts_the_denoising_loop_and_saves_nothing(diffusers_form):
     assert "stopped" in diffusers_form.status.value
 
 
-def test_the_form_drives_a_vllm_omni_server_the_same_way(omni_client, tmp_path, tiny_pipe):
+@pytest.mark.parametrize("mode", ["t2v_sound", "fl2v", "v2v_sound"])
+def test_the_form_drives_a_vllm_omni_server_the_same_way(omni_client, tmp_path, tiny_pipe, mode):
     run = Run.create(tmp_path / "omni", backend="vllm_omni", model="tiny")
     form = GenerationForm(backends.OmniBackend(omni_client, "tiny"), run, preset="smoke", seed=3)
-    form.mode.value = "t2v_sound"
+    form.mode.value = mode
     form.num_frames.value = 9
     form.submit()
-    _check_video(form, 9, sound=True)
+    _check_video(form, 9, sound=mode.endswith("_sound"))
     assert form.status.value.startswith("done")
     # Same settings through the Diffusers backend give the same frames.
     pipe, _ = tiny_pipe
     local = GenerationForm(backends.DiffusersBackend(pipe), Run.create(tmp_path / "d", backend="diffusers",
                            model="tiny", sample_rate=48000), preset="smoke", seed=3)  # fmt: skip
-    local.mode.value = "t2v_sound"
+    local.mode.value = mode
     local.num_frames.value = 9
     local.submit()
     a = media.read_frames(run.path / form.last_outputs[0].path)

@@ -57,6 +57,8 @@ def generate(
     negative_prompt: str = "",
     image: Any = None,
     video: Any = None,
+    condition_frame_indexes: tuple[int, ...] | None = None,
+    condition_video_keep: str = "first",
     resolution_template: bool | None = None,
     duration_template: bool | None = None,
     safety_check: bool = True,
@@ -67,7 +69,8 @@ def generate(
 
     The pipeline's resolution and duration sentences (`*_template`) default to off for a structured JSON prompt,
     which already carries resolution, duration and fps (as NVIDIA and vLLM-Omni do), and on for plain text.
-    `generator` defaults to a fresh CPU generator seeded with `settings.seed`.
+    `generator` defaults to a fresh CPU generator seeded with `settings.seed`. A `video` keeps the latent frames
+    `condition_frame_indexes` clean (default: the settings' own, the clip's start or fl2v's first and last).
     """
     import torch
 
@@ -76,7 +79,13 @@ def generate(
     plain = not prompts.is_structured(prompt)
     check_sound(pipe, settings)
     pipe.scheduler = scheduler_for(pipe, settings.flow_shift)
-    conditioning = {"image": image} if image is not None else {"video": video} if video is not None else {}
+    conditioning: dict[str, Any] = {"image": image} if image is not None else {}
+    if video is not None:
+        conditioning = {
+            "video": video,
+            "condition_frame_indexes_vision": condition_frame_indexes or settings.condition_frame_indexes,
+            "condition_video_keep": condition_video_keep,
+        }
     return pipe(
         prompt=prompt,
         negative_prompt=negative_prompt,

@@ -1,0 +1,94 @@
+"""The two video-conditioned modes added to the pair: fl2v keeps the first and the last latent frame clean, v2v_sound
+continues a clip with sound, and the stand-in reads a first-and-last request the way vLLM-Omni's recipe sends it.
+
+With random weights the VAE does not reproduce its input (on the tiny checkpoint the reconstructions of the two
+bundled frames differ by less than 30 levels everywhere), so what can be proved is at the latent level: the clean
+latent frames are exactly the encodings of the two images, whatever the seed, and the frames between are generated.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from cookbook_ui import backends
+from helpers import media, presets, prompts
+from helpers.with_diffusers import calls
+
+
+def _final_latents(pipe, settings, video) -> torch.Tensor:
+    seen: list[torch.Tensor] = []
+
+    def keep(_pipe, _step, _t, tensors):
+        seen.append(tensors["latents"].clone())
+        return tensors
+
+    calls.generate(pipe, "a ball rolls", settings, video=video, on_step_end=keep)
+    return seen[-1]
+
+
+def test_fl2v_keeps_the_encodings_of_the_first_and_the_last_image_whatever_the_seed(tiny_pipe) -> None:
+    pipe, _ = tiny_pipe
+    runs = [presets.settings_for("fl2v", "smoke", seed=seed, num_inference_steps=2) for seed in (1, 2)]
+    frames = backends.first_and_last_frames(backends.build_request("fl2v", runs[0]))
+    first_latent, last_latent = runs[0].condition_frame_indexes
+    assert (first_latent, last_latent) == (0, (17 - 1) // 4)
+    a, b = (_final_latents(pipe, s, frames) for s in runs)
+    # Both ends are the VAE encoding of the clip the pipeline builds: the first image, then the last one repeated.
+    clip = pipe.video_processor.preprocess_video([frames[0]] + [frames[1]] * 16, height=96, width=160)
+    encoded = pipe._encode_video(clip)
+    for index in (first_latent, last_latent):
+        torch.testing.assert_close(a[:, :, index], encoded[:, :, index], rtol=0, atol=1e-5)
+        torch.testing.assert_close(b[:, :, index], a[:, :, index], rtol=0, atol=1e-6)
+    assert not torch.allclose(a[:, :, 1:last_latent], b[:, :, 1:last_latent])  # the frames between are generated
+
+
+def test_the_two_frames_travel_losslessly_and_fitted_to_the_output_size() -> None:
+    first, last = (media.load_image(p) for p in prompts.first_and_last())
+    fitted = [media.fit_frame(img, 320, 192) for img in (first, last)]
+    assert [f.size for f in fitted] == [(320, 192), (320, 192)]
+    data = media.lossless_clip(fitted, 24)
+    with __import__("av").open(io.BytesIO(data)) as container:
+        decoded = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    assert len(decoded) == 2 and all(np.array_equal(d, np.asarray(f)) for d, f in zip(decoded, fitted, strict=True))
+
+
+def test_first_last_parameter_names_two_existing_images(tmp_path) -> None:
+    from helpers.errors import InvalidSettingError
+
+    with pytest.raises(InvalidSettingError, match="must name two images"):
+        prompts.first_and_last("only-one.png")
+    with pytest.raises(InvalidSettingError, match="not a file"):
+        prompts.first_and_last(f"{tmp_path}/a.png,{tmp_path}/b.png")
+
+
+def test_video_to_video_with_sound_continues_the_clip_and_makes_sound(tiny_pipe) -> None:
+    pipe, _ = tiny_pipe
+    s = presets.settings_for("v2v_sound", "smoke", num_inference_steps=1)
+    out = calls.generate(pipe, "a ball", s, video=media.load_video(prompts.conditioning("v2v_sound")))
+    assert s.enable_sound and out.sound is not None and out.sound.shape[0] == 2
+    assert np.asarray(out.video).shape == (17, 96, 160, 3)
+
+
+def test_the_stand_in_reads_a_first_and_last_request_as_vllm_omni_does() -> None:
+    from helpers.with_vllm_omni import api
+    from omni_standin.forms import VideoRequest, VideoUpload
+
+    s = presets.settings_for("fl2v", "smoke", seed=4)
+    request = backends.build_request("fl2v", s)
+    clip = media.lossless_clip(backends.first_and_last_frames(request), s.fps)
+    fields = api.video_fields(s, "", {"condition_frame_indexes_vision": list(s.condition_frame_indexes)})
+    form = VideoRequest(prompt=request.prompt, **{**fields, "extra_params": json.loads(fields["extra_params"])})
+    served = VideoUpload(form, clip, None, None).generation_request(None)
+    assert served.settings.mode == "fl2v" and served.condition_frame_indexes == (0, 4)
+    assert len(served.video) == 2  # the frames the kept latents cover: here the whole two-frame clip
+    # A plain clip keeps vLLM-Omni's default: its first two latent frames, from the first 5 of its pictures.
+    video = media.lossless_clip(
+        [media.fit_frame(f, 160, 96) for f in media.load_video(prompts.conditioning("v2v"))], 24
+    )
+    plain = VideoUpload(VideoRequest(prompt="x", **api.video_fields(s)), video, None, None).generation_request(None)
+    assert plain.settings.mode == "v2v" and plain.condition_frame_indexes == (0, 1) and len(plain.video) == 5

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import random_checkpoints
+from cookbook_tools import pipelines
 from cookbook_tools.pipelines import applied, apply, load_pipeline, skipped
 from helpers import presets, prompts
-from helpers.with_diffusers import calls, speed
+from helpers.with_diffusers import speed
 
 # NVIDIA's published single-H200 Nano times (s), inference_benchmarks.md in NVIDIA/cosmos.
 PUBLISHED = {
@@ -99,7 +100,7 @@ def generate(pipe, clock: StepClock, mode: str, tier: str, frames: int | None, s
         torch.cuda.reset_peak_memory_stats()
     clock.reset()
     start = time.perf_counter()
-    out = calls.generate(
+    out = pipelines.generate(
         pipe,
         prompts.prompt_text(s),
         s,

@@ -18,12 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from cookbook_tools import notebooks
+from cookbook_tools import notebooks, pipelines
 from cookbook_tools.pipelines import load_pipeline
 from helpers import media, presets, prompts
-from helpers.with_diffusers import calls
 from helpers.with_vllm_omni import api
-from helpers.with_vllm_omni.local_server import LocalServer
+from omni_standin.launcher import LocalServer
 
 RESULTS = Path(__file__).parent / "results" / "http_overhead.json"
 
@@ -56,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
 
         def direct() -> None:
-            output = calls.generate(pipe, text, s, negative_prompt=negative)
+            output = pipelines.generate(pipe, text, s, negative_prompt=negative)
             media.write_video(Path(folder) / "direct.mp4", output.video, s.fps)
 
         direct_s, http_s = _interleaved_medians(direct, lambda: http.post("/v1/videos/sync", data=form), args.repeats)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from cookbook_tools import gallery, notebooks
+from helpers.presets import MODES
 from helpers.runs import MANIFEST_NAME
 
 
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="tiny", help="Hugging Face id, local folder, or 'tiny' (default)")
     parser.add_argument("--preset", default="smoke", help="smoke (default), draft, default or quality")
-    parser.add_argument("--modes", default="t2i,t2v,i2v,v2v,t2v_sound,i2v_sound")
+    parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--output-dir", default="outputs/demo", help="where executed notebooks and media go")
     args = parser.parse_args(argv)
 

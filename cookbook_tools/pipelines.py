@@ -1,7 +1,9 @@
-"""Cosmos 3 pipelines for code without a notebook: the local server, the benchmarks and the tests.
+"""Cosmos 3 pipelines for code without a notebook: the generation form, the local server, benchmarks and tests.
 
-`load_pipeline` is the Diffusers notebook's load cells in one call, and `apply` turns the speed and memory switches
-of `helpers.with_diffusers.speed` on by name, as the notebook's cells do one by one. Applying the same names again
+`load_pipeline` is the Diffusers notebook's load cells in one call, `generate` its `pipe(...)` call (the same call, so
+every route gives the same frames for the same settings and seed: tests/test_vllm_notebook.py compares the two
+notebooks' files), and `apply` turns the speed and memory switches of `helpers.with_diffusers.speed` on by name, as
+the notebook's cells do one by one. Applying the same names again
 does nothing; `applied` and `skipped` say what is on and what this machine cannot run (`flash_attention` is
 skipped where FlashAttention-4 cannot run, and PyTorch's attention stays).
 
@@ -21,9 +23,12 @@ skipped where FlashAttention-4 cannot run, and PyTorch's attention stays).
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from helpers.errors import InvalidSettingError
+from helpers.presets import GenerationSettings
+from helpers.with_diffusers import calls
 from helpers.with_diffusers import speed as speeds
 from helpers.with_diffusers.loading import Checkpoint, resolve
 
@@ -188,3 +193,69 @@ def load_pipeline(
     apply(pipe, names, checkpoint.device)
     pipe.set_progress_bar_config(disable=True)
     return pipe, checkpoint
+
+
+def scheduler_for(pipe: Cosmos3OmniPipeline, flow_shift: float) -> Any:
+    """The pipeline's scheduler with `flow_shift` (the call has no argument for it): itself when it already has it."""
+    from diffusers import UniPCMultistepScheduler
+
+    if float(pipe.scheduler.config.get("flow_shift", 1.0)) == flow_shift:
+        return pipe.scheduler
+    return UniPCMultistepScheduler.from_config(pipe.scheduler.config, flow_shift=flow_shift)
+
+
+def generate(
+    pipe: Cosmos3OmniPipeline,
+    prompt: str,
+    settings: GenerationSettings,
+    *,
+    negative_prompt: str = "",
+    image: Any = None,
+    video: Any = None,
+    condition_frame_indexes: tuple[int, ...] | None = None,
+    condition_video_keep: str = "first",
+    resolution_template: bool | None = None,
+    duration_template: bool | None = None,
+    safety_check: bool = True,
+    generator: Any = None,
+    on_step_end: Callable[..., dict[str, Any]] | None = None,
+) -> Any:
+    """`pipe(...)` for `settings`, as the notebook calls it.
+
+    The pipeline's resolution and duration sentences (`*_template`) default to off for a structured JSON prompt,
+    which already carries resolution, duration and fps (as NVIDIA and vLLM-Omni do), and on for plain text.
+    `generator` defaults to a fresh CPU generator seeded with `settings.seed`. A `video` keeps the latent frames
+    `condition_frame_indexes` clean (default: the settings' own, the clip's start or fl2v's first and last).
+    """
+    import torch
+
+    from helpers import prompts
+
+    plain = not prompts.is_structured(prompt)
+    calls.check_sound(pipe, settings)
+    pipe.scheduler = scheduler_for(pipe, settings.flow_shift)
+    conditioning: dict[str, Any] = {"image": image} if image is not None else {}
+    if video is not None:
+        conditioning = {
+            "video": video,
+            "condition_frame_indexes_vision": condition_frame_indexes or settings.condition_frame_indexes,
+            "condition_video_keep": condition_video_keep,
+        }
+    return pipe(
+        prompt=prompt,
+        negative_prompt=negative_prompt,
+        **conditioning,
+        num_frames=settings.num_frames,
+        height=settings.height,
+        width=settings.width,
+        fps=settings.fps,
+        num_inference_steps=settings.num_inference_steps,
+        guidance_scale=settings.guidance_scale,
+        enable_sound=settings.enable_sound,
+        generator=generator or torch.Generator("cpu").manual_seed(settings.seed),
+        output_type="np",
+        add_resolution_template=plain if resolution_template is None else resolution_template,
+        add_duration_template=plain if duration_template is None else duration_template,
+        enable_safety_check=safety_check,
+        callback_on_step_end=on_step_end,
+    )

@@ -95,7 +95,7 @@ class DiffusersBackend:
         self.pipe = pipe
 
     def generate(self, request: Request, gen: Generation, on_progress: ProgressCallback, stop: StopCheck) -> None:
-        from helpers.with_diffusers import calls
+        from cookbook_tools import pipelines
 
         total = request.settings.num_inference_steps
         stopped_at: list[int] = []
@@ -108,7 +108,7 @@ class DiffusersBackend:
             return tensors
 
         on_progress(0, total, "starting")
-        output = calls.generate(
+        output = pipelines.generate(
             self.pipe,
             request.prompt,
             request.settings,

@@ -17,10 +17,11 @@ from helpers import media
 EMBED_LIMIT_BYTES = 8 * 2**20
 
 
-def _display(obj: Any) -> None:
+def show(*objs: Any) -> None:
+    """Display objects from anywhere in a cell (inside a loop or an `if`, where a last expression is not shown)."""
     from IPython.display import display
 
-    display(obj)
+    display(*objs)
 
 
 def video(path: str | os.PathLike[str], width: int = 480) -> Any:
@@ -73,13 +74,13 @@ def show_outputs(gen: Any) -> None:
     for out in gen.outputs:
         path = root / out.path
         if out.kind == "image":
-            _display(image(path))
+            show(image(path))
         elif out.kind == "video":
-            _display(video(path))
+            show(video(path))
         elif out.kind == "audio":
-            _display(audio(path))
-            _display(waveform(path))
-        _display(_caption(out))
+            show(audio(path))
+            show(waveform(path))
+        show(_caption(out))
 
 
 def _caption(out: Any) -> Any:
@@ -89,6 +90,31 @@ def _caption(out: Any) -> Any:
     frames = f"{out.num_frames} frames @ {out.fps:g} fps, " if out.kind == "video" else ""
     sound = "with AAC sound, " if out.has_audio and out.kind == "video" else ""
     return Markdown(f"`{out.path}`: {size}{frames}{sound}{out.seconds:.2f} s")
+
+
+def preview_grid(rows: Mapping[str, Mapping[str, Any]], width: int = 200) -> Any:
+    """Frames in a grid: one row per label, one picture per column (`{row: {column: frames [T, H, W, 3] in 0..1}}`);
+    each cell shows the middle frame of its video."""
+    import base64
+    import io
+
+    from IPython.display import HTML
+    from PIL import Image
+
+    def cell(caption: str, frames: Any) -> str:
+        png = io.BytesIO()
+        Image.fromarray(media.to_uint8_frames(frames)[len(frames) // 2]).save(png, format="PNG")
+        data = base64.b64encode(png.getvalue()).decode()
+        return (
+            f"<td style='text-align:center'><img src='data:image/png;base64,{data}' style='width:{width}px'>"
+            f"<br><small>{html.escape(caption)}</small></td>"
+        )
+
+    body = "".join(
+        f"<tr><th>{html.escape(label)}</th>{''.join(cell(c, f) for c, f in columns.items())}</tr>"
+        for label, columns in rows.items()
+    )
+    return HTML(f"<table>{body}</table>")
 
 
 METADATA_KEY = "cosmos3_cookbook"

@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from helpers import models
 from helpers.errors import InvalidSettingError
 
 MODES: tuple[str, ...] = ("t2i", "t2v", "i2v", "v2v", "t2v_sound", "i2v_sound", "v2v_sound", "fl2v")
@@ -208,12 +209,13 @@ def check_fps(fps: int) -> None:
         raise InvalidSettingError(f"fps={fps!r} is not allowed. Allowed frame rates: {_allowed(FPS_CHOICES)}.")
 
 
-def settings_for(mode: str, preset: str = "default", **overrides: Any) -> GenerationSettings:
+def settings_for(mode: str, preset: str = "default", *, model: str = "", **overrides: Any) -> GenerationSettings:
     """The settings for one mode under a named preset, with validated overrides.
 
     Overrides: `tier` and `aspect_ratio` (together or alone) or `width` and `height`; `num_frames`, `fps`,
     `num_inference_steps`, `guidance_scale`, `flow_shift`, `seed`, `enable_sound`. Any invalid value raises
-    `InvalidSettingError` naming the allowed values.
+    `InvalidSettingError` naming the allowed values. A `model` that names a published checkpoint brings its own
+    defaults and limits (`helpers.models`).
     """
     if mode not in MODES:
         raise InvalidSettingError(f"Unknown mode {mode!r}. Allowed modes: {_allowed(MODES)}.")
@@ -264,6 +266,13 @@ def settings_for(mode: str, preset: str = "default", **overrides: Any) -> Genera
     seed = given.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
         raise InvalidSettingError(f"seed={seed!r} is not allowed: use a whole number from 0 to 2**63-1.")
+    if (v := models.variant(model)) is not None:
+        steps, guidance, shift, (width, height) = _for_variant(
+            v, model, mode, given, steps, guidance, shift, width, height
+        )
+        if num_frames > v.max_frames and "num_frames" in given:
+            raise InvalidSettingError(f"MODEL={model!r} makes at most {v.max_frames} frames; num_frames={num_frames}.")
+        num_frames = min(num_frames, v.max_frames)  # a preset's length is capped at the checkpoint's own
 
     return GenerationSettings(
         mode=mode,
@@ -280,15 +289,49 @@ def settings_for(mode: str, preset: str = "default", **overrides: Any) -> Genera
     )
 
 
+def _for_variant(
+    v: models.Variant,
+    model: str,
+    mode: str,
+    given: dict[str, Any],
+    steps: int,
+    guidance: float,
+    shift: float,
+    width: int,
+    height: int,
+) -> tuple[int, float, float, tuple[int, int]]:
+    """A published checkpoint's own defaults (guidance, flow shift, image size, a distilled schedule) and limits."""
+    if v.modes is not None and mode not in v.modes:
+        raise InvalidSettingError(f"MODEL={model!r} makes {_allowed(v.modes)} only; drop {mode!r} from MODES.")
+    tier = _tier_of((width, height))
+    if tier is not None and tier not in v.tiers:
+        raise InvalidSettingError(
+            f"MODEL={model!r} makes {_allowed(v.tiers)} videos; {width}x{height} is {tier}: "
+            f"set TIER to one of those (or PRESET='draft')."
+        )
+    if mode == "t2i" and (width, height) == (1024, 1024) and "width" not in given:
+        width, height = v.image_size
+    if mode != "t2i":
+        guidance, shift = given.get("guidance_scale", v.guidance_scale), given.get("flow_shift", v.flow_shift)
+    if v.fixed_steps is not None:
+        if given.get("num_inference_steps", v.fixed_steps) != v.fixed_steps or given.get("guidance_scale", 1.0) != 1.0:
+            raise InvalidSettingError(
+                f"MODEL={model!r} is distilled: it runs {v.fixed_steps} steps without guidance; "
+                "leave num_inference_steps and guidance_scale unset."
+            )
+        steps, guidance = v.fixed_steps, 1.0
+    return steps, float(guidance), float(shift), (width, height)  # fmt: skip
+
+
 def settings_for_modes(
-    modes: str | list[str], preset: str = "default", **overrides: Any
+    modes: str | list[str], preset: str = "default", *, model: str = "", **overrides: Any
 ) -> dict[str, GenerationSettings]:
     """`{mode: settings}` for a comma-separated list of modes, in order; `overrides` apply to every mode.
 
     A tier or aspect ratio given as "" (a notebook parameter left empty) means the preset's own size.
     """
     given = {k: v for k, v in overrides.items() if v not in ("", None)}
-    return {mode: settings_for(mode, preset, **given) for mode in parse_modes(modes)}
+    return {mode: settings_for(mode, preset, model=model, **given) for mode in parse_modes(modes)}
 
 
 def _tier_of(size: tuple[int, int]) -> str | None:

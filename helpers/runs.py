@@ -67,43 +67,29 @@ class Output:
         return data
 
 
+@dataclass
 class Run:
-    """A fresh output folder and the manifest of what was written into it."""
+    """A fresh output folder and the manifest of what was written into it. `sample_rate`: the checkpoint's audio
+    rate (the WAVs of sound modes are written at it)."""
 
-    def __init__(
-        self,
-        path: Path,
-        *,
-        backend: str,
-        model: str,
-        info: dict[str, Any] | None = None,
-        sample_rate: int | None = None,
-    ):
-        self.path = path
-        self.sample_rate = sample_rate
-        self.backend = backend
-        self.model = model
-        self.info = dict(info or {})
-        self.outputs: list[Output] = []
-        self.started = datetime.now().isoformat(timespec="seconds")
+    path: Path
+    backend: str
+    model: str
+    info: dict[str, Any] = field(default_factory=dict)
+    sample_rate: int | None = None
+    outputs: list[Output] = field(default_factory=list)
+    started: str = field(default_factory=lambda: datetime.now().isoformat(timespec="seconds"))
+
+    def __post_init__(self) -> None:
         self._write_manifest()
 
     @classmethod
-    def create(
-        cls,
-        output_dir: str | os.PathLike[str],
-        *,
-        backend: str,
-        model: str,
-        info: dict[str, Any] | None = None,
-        sample_rate: int | None = None,
-    ) -> Run:
-        """A new, empty run folder under `output_dir`. `sample_rate` is the checkpoint's audio rate, if any."""
+    def create(cls, output_dir: str | os.PathLike[str], *, backend: str, model: str, **fields: Any) -> Run:
+        """A new, empty run folder under `output_dir` (`fields`: `info`, `sample_rate`)."""
         root = Path(output_dir).expanduser().resolve()
         try:
             root.mkdir(parents=True, exist_ok=True)
-            probe = tempfile.NamedTemporaryFile(dir=root, prefix=".write-test-")  # noqa: SIM115 - closed at once
-            probe.close()
+            tempfile.NamedTemporaryFile(dir=root, prefix=".write-test-").close()  # noqa: SIM115 - a probe
         except OSError as exc:
             raise MediaError(
                 f"OUTPUT_DIR={str(output_dir)!r} cannot be written to ({exc.strerror or exc}). Point OUTPUT_DIR at a "
@@ -112,11 +98,9 @@ class Run:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         for n in range(1, 10_000):
             path = root / f"{backend}-{stamp}-{n}"
-            try:
+            with contextlib.suppress(FileExistsError):
                 path.mkdir()
-            except FileExistsError:
-                continue
-            return cls(path, backend=backend, model=model, info=info, sample_rate=sample_rate)
+                return cls(path, backend, model, **fields)
         raise MediaError(f"Could not create a new run folder under {root}.")
 
     def note(self, **info: Any) -> None:

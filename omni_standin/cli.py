@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from helpers.with_diffusers.speed import SPEEDS
-from helpers.with_vllm_omni.local_server import READY_LINE, SERVER_KEY_ENV
+from omni_standin.launcher import READY_LINE, SERVER_KEY_ENV
 
 log = logging.getLogger("uvicorn.error")
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
 
+from cookbook_tools import pipelines
 from cookbook_tools.pipelines import load_pipeline
 from helpers import environment, media
 from helpers.with_diffusers import calls
@@ -76,7 +77,7 @@ class DiffusersEngine:
     def _call(self, request: GenerationRequest, cancel: threading.Event | None = None, generator: Any = None) -> Any:
         if request.image is not None and request.video is not None:
             raise HTTPException(400, "This diffusion model does not support mixed image and video references.")
-        return calls.generate(
+        return pipelines.generate(
             self.pipe,
             request.prompt,
             request.settings,

@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from diffusers import Cosmos3OmniPipeline
@@ -30,6 +30,9 @@ NANO_MODEL_NAME = "nano-random"
 RECIPE_VERSION = 1
 SEED = 20261130
 NANO_SEED = 1234
+# What `nano-random` needs: Nano's bf16 weights (28 GiB) and a 256p video's activations; and room on disk for it.
+NANO_MIN_GPU_GIB = 40
+NANO_DISK_GIB = 32
 # Qwen3-VL's special tokens, in id order from 151643 (<|vision_start|> is 151652, as the pipeline expects).
 QWEN_SPECIALS = (
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
@@ -226,6 +229,38 @@ def ensure_tiny_checkpoint(root: Path | None = None) -> Path:
     return _ensure(TINY_MODEL_NAME, build_tiny_pipeline, root)
 
 
-def ensure_nano_checkpoint(device: str = "cuda", root: Path | None = None) -> Path:
+def _check_room_for_nano(device: Any) -> None:
+    """A clear refusal where `nano-random` cannot be built: no CUDA GPU, too little memory, too little disk."""
+    import torch
+
+    from helpers.errors import InvalidSettingError
+
+    if device.type != "cuda":
+        raise InvalidSettingError(
+            f"MODEL='nano-random' builds Cosmos 3 Nano's 15 B-parameter architecture on a CUDA GPU, and DEVICE is "
+            f"{device.type}. Use MODEL='tiny' on a CPU, or run on a GPU with at least {NANO_MIN_GPU_GIB} GiB."
+        )
+    total = torch.cuda.get_device_properties(device).total_memory / 2**30
+    if total < NANO_MIN_GPU_GIB:
+        raise InvalidSettingError(
+            f"MODEL='nano-random' needs a GPU with at least {NANO_MIN_GPU_GIB} GiB; "
+            f"{torch.cuda.get_device_name(device)} has {total:.0f} GiB. Use MODEL='tiny', or a real checkpoint "
+            "with SPEED='low_vram' on a 24 GiB card."
+        )
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(root).free / 2**30
+    if not any(p.name.startswith(NANO_MODEL_NAME) for p in root.iterdir()) and free < NANO_DISK_GIB:
+        raise InvalidSettingError(
+            f"MODEL='nano-random' saves a {NANO_DISK_GIB} GB checkpoint under {root}, which has {free:.0f} GB free. "
+            "Free some space or point $COSMOS3_COOKBOOK_CACHE at a larger disk."
+        )
+
+
+def ensure_nano_checkpoint(device: Any = "cuda", root: Path | None = None) -> Path:
     """The `nano-random` checkpoint's folder: built on `device` and saved (about 31 GB) the first time."""
-    return _ensure(NANO_MODEL_NAME, lambda: build_nano_pipeline(device), root)
+    import torch
+
+    device = torch.device(device)
+    _check_room_for_nano(device)
+    return _ensure(NANO_MODEL_NAME, lambda: build_nano_pipeline(str(device)), root)

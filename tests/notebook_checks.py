@@ -25,22 +25,28 @@ EXPECTED_FILES = {
 }
 
 
+# The Diffusers notebook's flow-shift section writes t2v again at these shifts, as `t2v-shift<shift>`.
+FLOW_SHIFTS = (3.0, 10.0, 30.0)
+
+
 def check_run(
-    run_dir: Path, modes: list[str], preset: str, seed: int, compared: tuple[str, ...] = ()
+    run_dir: Path, modes: list[str], preset: str, seed: int, compared: tuple[str, ...] = (), shifts: bool = False
 ) -> dict[str, Any]:
     """Decode every output listed in the manifest and compare it with the settings of its mode.
 
-    `compared` are the presets of the comparison section, whose t2v outputs are listed as `t2v-vs-<preset>`.
+    `compared` are the presets of the comparison section, whose t2v outputs are listed as `t2v-vs-<preset>`;
+    `shifts`: the run holds the flow-shift section's outputs too (when t2v was among the modes).
     """
     manifest = json.loads((run_dir / "manifest.json").read_text())
     listed = sorted((o["mode"], o["kind"]) for o in manifest["outputs"])
-    expected = sorted(
-        [(m, kind) for m in modes for kind, _ in EXPECTED_FILES[m]] + [(f"t2v-vs-{p}", "video") for p in compared]
-    )
+    extra = [f"t2v-vs-{p}" for p in compared] + ([f"t2v-shift{s:g}" for s in FLOW_SHIFTS] if shifts else [])
+    expected = sorted([(m, kind) for m in modes for kind, _ in EXPECTED_FILES[m]] + [(e, "video") for e in extra])
     assert listed == expected, f"manifest lists {listed}, expected {expected}"
     for out in manifest["outputs"]:
         mode, _, other = out["mode"].partition("-vs-")
-        s = presets.settings_for(mode, other or preset, seed=seed)
+        mode, _, shift = mode.partition("-shift")
+        s = presets.settings_for(mode, other or preset, seed=seed, flow_shift=float(shift) if shift else None)
+        assert out["settings"]["flow_shift"] == s.flow_shift, f"{out['path']} records the shift it used"
         path = run_dir / out["path"]
         info = media.probe(path)
         assert out["seed"] == seed and out["settings"]["preset"] == (other or preset)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from cookbook_tools import pipelines
 from cookbook_ui import backends
 from helpers import media, presets, prompts
 from helpers.with_diffusers import calls
@@ -27,7 +28,7 @@ def _final_latents(pipe, settings, video) -> torch.Tensor:
         seen.append(tensors["latents"].clone())
         return tensors
 
-    calls.generate(pipe, "a ball rolls", settings, video=video, on_step_end=keep)
+    pipelines.generate(pipe, "a ball rolls", settings, video=video, on_step_end=keep)
     return seen[-1]
 
 
@@ -69,7 +70,7 @@ def test_first_last_parameter_names_two_existing_images(tmp_path) -> None:
 def test_video_to_video_with_sound_continues_the_clip_and_makes_sound(tiny_pipe) -> None:
     pipe, _ = tiny_pipe
     s = presets.settings_for("v2v_sound", "smoke", num_inference_steps=1)
-    out = calls.generate(pipe, "a ball", s, video=media.load_video(prompts.conditioning("v2v_sound")))
+    out = pipelines.generate(pipe, "a ball", s, video=media.load_video(prompts.conditioning("v2v_sound")))
     assert s.enable_sound and out.sound is not None and out.sound.shape[0] == 2
     assert np.asarray(out.video).shape == (17, 96, 160, 3)
 
@@ -92,3 +93,20 @@ def test_the_stand_in_reads_a_first_and_last_request_as_vllm_omni_does() -> None
     )
     plain = VideoUpload(VideoRequest(prompt="x", **api.video_fields(s)), video, None, None).generation_request(None)
     assert plain.settings.mode == "v2v" and plain.condition_frame_indexes == (0, 1) and len(plain.video) == 5
+
+
+def test_the_estimate_at_the_last_step_decodes_to_the_output(tiny_pipe) -> None:
+    # What "Look inside the denoising" shows: each step's estimate of the clean video, decoded as the pipeline decodes.
+    pipe, _ = tiny_pipe
+    s = presets.settings_for("t2v", "smoke", num_inference_steps=3)
+    estimates = []
+
+    def keep(pipe_, step, timestep, tensors):
+        estimates.append(pipe_.scheduler.model_outputs[-1].clone())
+        return tensors
+
+    output = pipelines.generate(pipe, "a ball", s, on_step_end=keep)
+    previews = [calls.decode_latents(pipe, x0) for x0 in estimates]
+    assert len(previews) == 3 and all(p.shape == (17, 96, 160, 3) for p in previews)
+    np.testing.assert_allclose(previews[-1], output.video, rtol=0, atol=1e-6)
+    assert np.abs(previews[0] - output.video).max() > 0.01  # the first estimate is still far from it

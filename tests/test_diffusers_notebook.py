@@ -43,7 +43,9 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(tmp_p
     assert run_dir.parent == tmp_path / "media"
     # The cleanup cell let go of every reference to the pipeline (form, comparison, output history).
     assert notebooks.published(executed)["released"] is True
-    check_run(run_dir, ALL_MODES, "smoke", 5, compared=("smoke",))
+    check_run(run_dir, ALL_MODES, "smoke", 5, compared=("smoke",), shifts=True)
+    # Looking inside the denoising: the estimate after the first step and after the last (smoke: 2 steps).
+    assert notebooks.published(executed)["preview_steps"] == ["step 1", "step 2"]
     # A second run writes a new folder and leaves the first untouched.
     before = {p: p.read_bytes() for p in run_dir.iterdir()}
     again = notebooks.run_folder_from(

@@ -13,7 +13,7 @@ from diffusers.models.attention_dispatch import AttentionBackendName, dispatch_a
 from cookbook_tools import pipelines
 from cookbook_tools.pipelines import load_pipeline
 from helpers import presets
-from helpers.with_diffusers import calls, flash_attention, speed
+from helpers.with_diffusers import flash_attention, speed
 
 
 def test_cpu_is_refused_with_a_reason():
@@ -58,7 +58,7 @@ def test_use_for_routes_every_layer_and_the_pipeline_output_is_unchanged():
     def generate(pipe):
         s = presets.settings_for("t2v", "smoke", width=64, height=64, num_frames=9, num_inference_steps=2, seed=5)
         # Short prompts: the tiny checkpoint's byte-level tokenizer makes a token of every byte of the JSON ones.
-        return calls.generate(pipe, "A red ball rolls across a wooden floor.", s, negative_prompt="blurry").video
+        return pipelines.generate(pipe, "A red ball rolls across a wooden floor.", s, negative_prompt="blurry").video
 
     reference = load_pipeline("tiny", device="cpu")[0]
     routed = load_pipeline("tiny", device="cpu")[0]

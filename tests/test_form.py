@@ -16,7 +16,7 @@ from cookbook_ui.form import GenerationForm
 from helpers import media, presets
 from helpers.errors import InvalidSettingError, MediaError
 from helpers.runs import Run
-from helpers.with_vllm_omni.local_server import LocalServer
+from omni_standin.launcher import LocalServer
 from tests.notebook_checks import frame_difference
 
 NOW = datetime(2026, 1, 1)

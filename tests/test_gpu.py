@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import random_checkpoints
-from cookbook_tools import notebooks
+from cookbook_tools import notebooks, pipelines
 from helpers import environment, presets, prompts, runs
-from helpers.with_diffusers import calls, speed
+from helpers.with_diffusers import speed
 from tests.notebook_checks import check_run, error_outputs
 
 torch = pytest.importorskip("torch")
@@ -49,7 +49,7 @@ def test_nano_random_weights_through_the_notebook_code_path(nano, tmp_path):
     run = runs.Run.create(tmp_path, backend="diffusers", model="nano-random", sample_rate=None)
 
     def generate():
-        return calls.generate(nano, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
+        return pipelines.generate(nano, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
 
     with run.generation(s) as gen:
         output = generate()

@@ -22,7 +22,7 @@ from PIL import Image
 
 from helpers import media, prompts
 from helpers.with_vllm_omni.api import MULTIPART
-from helpers.with_vllm_omni.local_server import LocalServer
+from omni_standin.launcher import LocalServer
 
 SMALL = {"size": "64x64", "num_frames": "5", "fps": "24", "num_inference_steps": "1", "guidance_scale": "1.0"}
 SMALL_IMAGE = {"size": "64x64", "num_inference_steps": 1, "guidance_scale": 1.0, "seed": 3}

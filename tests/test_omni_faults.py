@@ -16,7 +16,7 @@ import pytest
 from helpers import media, presets, runs
 from helpers.with_vllm_omni import api
 from helpers.with_vllm_omni.api import OmniAPIError, ServerUnavailableError
-from helpers.with_vllm_omni.local_server import LocalServer, free_port
+from omni_standin.launcher import LocalServer, free_port
 
 KEY = "test-key"
 SMALL = presets.settings_for(

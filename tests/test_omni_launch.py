@@ -2,6 +2,7 @@
 
 import pytest
 
+from helpers import models
 from helpers.errors import InvalidSettingError
 from helpers.with_vllm_omni import launch as omni_launch
 
@@ -14,10 +15,50 @@ def test_nano_docker_command_runs_vllm_serve_omni_in_the_cosmos3_image() -> None
     assert {"--no-guardrails", "--enable-layerwise-offload"} <= set(serve) and "1800" in serve
 
 
-def test_super_on_eight_gpus_uses_tensor_and_cfg_parallelism() -> None:
+def _flag(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+def test_super_on_eight_gpus_uses_its_recipes_layout() -> None:
     args = omni_launch.serve_args(omni_launch.recommended("super", gpus=8))
-    assert "nvidia/Cosmos3-Super" in args
-    assert args[args.index("--tensor-parallel-size") + 1] == "4" and args[args.index("--cfg-parallel-size") + 1] == "2"
+    assert "nvidia/Cosmos3-Super" in args and "--use-hsdp" in args
+    assert (_flag(args, "--cfg-parallel-size"), _flag(args, "--ulysses-degree"), _flag(args, "--hsdp-shard-size")) == (
+        "2",
+        "4",
+        "8",
+    )
+
+
+@pytest.mark.parametrize("model_id", sorted(models.VARIANTS))
+def test_every_published_variant_gets_a_command_at_its_smallest_layout(model_id: str) -> None:
+    variant = models.VARIANTS[model_id]
+    gpus = min(variant.layouts)
+    args = omni_launch.serve_args(omni_launch.recommended(model_id, gpus=gpus))
+    assert args[:4] == ["vllm", "serve", model_id, "--omni"]
+    if variant.fixed_steps is not None:  # distilled: one pass a step, so no CFG parallelism
+        assert _flag(args, "--cfg-parallel-size") is None
+    if variant.fp8_revision:
+        fp8 = omni_launch.serve_args(omni_launch.recommended(f"{model_id}@fp8", gpus=gpus))
+        assert _flag(fp8, "--revision") == "fp8" and fp8[2] == model_id
+
+
+def test_what_a_variant_cannot_do_is_refused_with_the_reason() -> None:
+    with pytest.raises(InvalidSettingError, match="needs at least 2 GPUs"):
+        omni_launch.recommended("super", gpus=1)
+    with pytest.raises(InvalidSettingError, match="has no revision 'fp8'"):
+        omni_launch.recommended("nvidia/Cosmos3-Edge@fp8", gpus=1)
+    distilled = omni_launch.ServeOptions(model="nvidia/Cosmos3-Super-Image2Video-4Step", gpus=4, cfg_parallel_size=2)
+    with pytest.raises(InvalidSettingError, match="distilled"):
+        omni_launch.serve_args(distilled)
+
+
+@pytest.mark.parametrize(("speed", "flags"), sorted(omni_launch.SPEED_FLAGS.items()))
+def test_each_speed_choice_has_its_server_flags(speed: str, flags: tuple[str, ...]) -> None:
+    from helpers.with_diffusers.speed import SPEEDS
+
+    assert set(omni_launch.SPEED_FLAGS) == set(SPEEDS)  # the same names on both routes
+    args = omni_launch.serve_args(omni_launch.recommended("nano", gpus=1, speed=speed))
+    assert all(flag in args for flag in flags)
 
 
 @pytest.mark.parametrize(

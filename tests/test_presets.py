@@ -124,3 +124,22 @@ def test_notebook_parameters_reach_every_benchmarked_configuration():
     chosen = presets.settings_for_modes("t2v_sound,t2i", "draft", tier="", aspect_ratio="")
     assert list(chosen) == ["t2v_sound", "t2i"] and chosen["t2v_sound"].size == "320x192"
     assert presets.settings_for_modes("t2v", "draft", aspect_ratio="9:16")["t2v"].size == "192x320"
+
+
+def test_published_variants_bring_their_defaults_and_limits():
+    edge = presets.settings_for("t2v", "default", model="nvidia/Cosmos3-Edge")
+    assert (edge.size, edge.num_frames, edge.guidance_scale, edge.flow_shift) == ("832x480", 121, 5.0, 3.0)
+    assert presets.settings_for("t2i", "default", model="edge").size == "640x640"
+    with pytest.raises(InvalidSettingError, match="makes '256p', '480p' videos; 1280x720 is 720p"):
+        presets.settings_for("t2v", "quality", model="nvidia/Cosmos3-Edge")
+    with pytest.raises(InvalidSettingError, match="drop 't2v_sound' from MODES"):
+        presets.settings_for_modes("t2v,t2v_sound", "default", model="nvidia/Cosmos3-Edge")
+    with pytest.raises(InvalidSettingError, match="at most 121 frames"):
+        presets.settings_for("t2v", "draft", model="nvidia/Cosmos3-Edge", num_frames=189)
+    distilled = presets.settings_for("i2v", "default", model="nvidia/Cosmos3-Super-Image2Video-4Step@fp8")
+    assert (distilled.num_inference_steps, distilled.guidance_scale) == (4, 1.0)
+    with pytest.raises(InvalidSettingError, match="distilled"):
+        presets.settings_for("i2v", "default", model="nvidia/Cosmos3-Super-Image2Video-4Step", num_inference_steps=35)
+    # Nano and Super keep the presets as they are; unknown ids and local folders get no variant rules.
+    assert presets.settings_for("t2v", "default", model="nvidia/Cosmos3-Super") == presets.settings_for("t2v")
+    assert presets.settings_for("t2v", "default", model="/models/my-finetune") == presets.settings_for("t2v")

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import random_checkpoints as tiny_checkpoint
+from cookbook_tools import pipelines
 from helpers import presets, prompts
 from helpers.errors import SoundNotSupportedError
 from helpers.with_diffusers import calls
@@ -55,7 +56,7 @@ def test_loaded_tiny_pipeline_reports_cpu_float32_no_guardrails_and_sound(tiny_p
 def test_every_output_shape_follows_the_settings(tiny_pipe, mode):
     pipe, _ = tiny_pipe
     s = presets.settings_for(mode, "smoke")
-    out = calls.generate(pipe, '{"caption": "a harbor"}', s)
+    out = pipelines.generate(pipe, '{"caption": "a harbor"}', s)
     assert out.video.shape == (s.num_frames, s.height, s.width, 3)
     assert (out.sound is not None) == s.enable_sound
     if s.enable_sound:
@@ -67,7 +68,7 @@ def test_same_seed_same_frames_other_seed_other_frames(tiny_pipe):
     runs = []
     for seed in (3, 3, 4):
         s = presets.settings_for("t2v", "smoke", seed=seed, num_frames=5)
-        runs.append(calls.generate(pipe, "a harbor", s).video)
+        runs.append(pipelines.generate(pipe, "a harbor", s).video)
     assert np.array_equal(runs[0], runs[1])
     assert not np.array_equal(runs[0], runs[2])
 
@@ -75,12 +76,12 @@ def test_same_seed_same_frames_other_seed_other_frames(tiny_pipe):
 def test_flow_shift_follows_the_mode_and_changes_the_output(tiny_pipe):
     pipe, _ = tiny_pipe
     s = presets.settings_for("t2v", "smoke", num_frames=5, num_inference_steps=2)
-    video = calls.generate(pipe, "a harbor", s).video
+    video = pipelines.generate(pipe, "a harbor", s).video
     assert pipe.scheduler.config.flow_shift == 10.0
-    calls.generate(pipe, "a harbor", presets.settings_for("t2i", "smoke", num_inference_steps=2))
+    pipelines.generate(pipe, "a harbor", presets.settings_for("t2i", "smoke", num_inference_steps=2))
     assert pipe.scheduler.config.flow_shift == 3.0
     shifted = presets.settings_for("t2v", "smoke", num_frames=5, num_inference_steps=2, flow_shift=3.0)
-    assert not np.array_equal(calls.generate(pipe, "a harbor", shifted).video, video)
+    assert not np.array_equal(pipelines.generate(pipe, "a harbor", shifted).video, video)
 
 
 def test_qwen_tokenizer_is_exact_and_offline():
@@ -107,5 +108,5 @@ def test_sound_on_a_checkpoint_without_sound_fails_before_generating(tmp_path):
     silent.save_pretrained(tmp_path / "silent")
     pipe = Cosmos3OmniPipeline.from_pretrained(tmp_path / "silent", enable_safety_checker=False)
     with pytest.raises(SoundNotSupportedError, match="no sound tokenizer"):
-        calls.generate(pipe, "a harbor", presets.settings_for("t2v_sound", "smoke"))
+        pipelines.generate(pipe, "a harbor", presets.settings_for("t2v_sound", "smoke"))
     assert torch.is_tensor(next(pipe.transformer.parameters()))

@@ -12,7 +12,7 @@ from cookbook_tools import pipelines
 from cookbook_tools.pipelines import load_pipeline
 from helpers import presets, prompts
 from helpers.errors import InvalidSettingError
-from helpers.with_diffusers import calls, speed
+from helpers.with_diffusers import speed
 
 
 def _fresh_pipe():
@@ -22,7 +22,7 @@ def _fresh_pipe():
 
 def _generate(pipe, mode: str = "t2v_sound", steps: int = 3, image=None):
     s = presets.settings_for(mode, "smoke", num_inference_steps=steps, seed=7)
-    out = calls.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt(), image=image)
+    out = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt(), image=image)
     return out.video, out.sound
 
 
@@ -152,5 +152,5 @@ def test_fast_keeps_generating_across_many_sizes_and_modes():
     for i, (width, height) in enumerate(sizes):
         mode = "t2i" if i % 3 == 0 else "t2v"
         s = presets.settings_for(mode, "smoke", width=width, height=height, num_inference_steps=2, seed=i)
-        out = calls.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
+        out = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
         assert np.asarray(out.video).shape[-3:-1] == (height, width)

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -32,14 +31,13 @@ SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0, "PROGRESS": False}
 pytestmark = pytest.mark.notebook
 
 
-def _execute(name: str, out: Path, **parameters: object) -> tuple[Path, float]:
-    start = time.perf_counter()
+def _execute(name: str, out: Path, **parameters: object) -> tuple[Path, dict]:
     executed = notebooks.execute(name, out / name, {**SMOKE, "OUTPUT_DIR": str(out / "media"), **parameters})
-    return notebooks.run_folder_from(executed), time.perf_counter() - start
+    return notebooks.run_folder_from(executed), notebooks.published(executed)
 
 
 @pytest.fixture(scope="module")
-def vllm_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> tuple[Path, float]:
+def vllm_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> tuple[Path, dict]:
     return _execute(NAME, tmp_path_factory.mktemp("vllm"), BASE_URL="auto")
 
 
@@ -86,7 +84,7 @@ def test_committed_without_outputs_on_the_python3_kernel() -> None:
 
 
 def test_papermill_run_writes_every_mode_and_every_file_is_what_the_settings_ask(
-    vllm_run: tuple[Path, float],
+    vllm_run: tuple[Path, dict],
 ) -> None:
     # The wall time is measured by benchmarks/notebook_wall_time.py, not asserted here.
     check_run(vllm_run[0], ALL_MODES, "smoke", 0)
@@ -94,14 +92,11 @@ def test_papermill_run_writes_every_mode_and_every_file_is_what_the_settings_ask
     assert rate == 48000 and samples.shape == (2, round(17 / 24 * 48000))
 
 
-def test_same_files_and_same_frames_as_the_diffusers_notebook(
-    vllm_run: tuple[Path, float], diffusers_run: Path
-) -> None:
-    ours, theirs = _manifest(vllm_run[0]), _manifest(diffusers_run)
-    assert [(o["mode"], o["path"], o["kind"]) for o in ours["outputs"]] == [
-        (o["mode"], o["path"], o["kind"]) for o in theirs["outputs"]
-    ]
-    for mine, twin in zip(ours["outputs"], theirs["outputs"], strict=True):
+def test_same_files_and_same_frames_as_the_diffusers_notebook(vllm_run: tuple[Path, dict], diffusers_run: Path) -> None:
+    ours = _manifest(vllm_run[0])["outputs"]
+    theirs = [o for o in _manifest(diffusers_run)["outputs"] if "-shift" not in o["mode"]]  # Diffusers-only section
+    assert [(o["mode"], o["path"], o["kind"]) for o in ours] == [(o["mode"], o["path"], o["kind"]) for o in theirs]
+    for mine, twin in zip(ours, theirs, strict=True):
         assert {k: mine[k] for k in ("width", "height", "num_frames", "fps", "has_audio", "seed")} == {
             k: twin[k] for k in ("width", "height", "num_frames", "fps", "has_audio", "seed")
         }, mine["path"]
@@ -113,11 +108,20 @@ def test_same_files_and_same_frames_as_the_diffusers_notebook(
         assert frame_difference(a, b) == 0, mine["path"]
 
 
+def test_several_clients_at_once_are_all_served_one_generation_at_a_time(vllm_run: tuple[Path, dict]) -> None:
+    rows = vllm_run[1]["clients"]
+    assert [r["client"] for r in rows] == [0, 1, 2, 3] and {r["status"] for r in rows} == {"completed"}
+    for r in rows:
+        assert 0 < r["generating_s"] <= r["total_s"] and r["waiting_s"] >= 0
+    # The stand-in generates one at a time: together the four generations took no longer than the slowest client.
+    assert sum(r["generating_s"] for r in rows) <= max(r["total_s"] for r in rows) + 0.05
+
+
 def test_server_calls_the_pipeline_as_the_notebook_does(_isolated_cache: Path) -> None:
     """The form the client sends becomes the same prompt, negative prompt and pipeline call: same pixels."""
+    from cookbook_tools import pipelines
     from cookbook_tools.pipelines import load_pipeline
     from helpers import presets, prompts
-    from helpers.with_diffusers import calls
     from helpers.with_vllm_omni import api
     from omni_standin.engine import DiffusersEngine
     from omni_standin.forms import VideoRequest, VideoUpload
@@ -128,7 +132,7 @@ def test_server_calls_the_pipeline_as_the_notebook_does(_isolated_cache: Path) -
     form = VideoRequest(prompt=text, **api.video_fields(s, negative))
     request = VideoUpload(form, None, None, None).generation_request(None)
     assert (request.prompt, request.negative_prompt) == (text, negative)
-    direct = calls.generate(pipe, text, s, negative_prompt=negative)
+    direct = pipelines.generate(pipe, text, s, negative_prompt=negative)
     served = DiffusersEngine(pipe, checkpoint)._call(request)
     assert np.array_equal(direct.video, served.video) and np.array_equal(direct.sound, served.sound)
 

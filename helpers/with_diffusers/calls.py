@@ -1,13 +1,9 @@
-"""The `pipe(...)` call of the Diffusers notebook, for code that runs it without a notebook cell.
-
-The notebook writes the call out; the generation form, the local vLLM-Omni stand-in server and the benchmarks call
-`generate`, which makes exactly the same call, so every route gives the same frames for the same settings and seed
-(tests/test_vllm_notebook.py compares the two notebooks' files).
-"""
+"""What the Diffusers notebook needs around its `pipe(...)` calls: checks of the loaded pipeline (sound, its audio
+rate) and the decoding of latents, for looking at the denoising as it goes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from helpers.errors import SoundNotSupportedError
@@ -40,67 +36,18 @@ def check_sound(pipe: Cosmos3OmniPipeline, settings: GenerationSettings | Iterab
             )
 
 
-def scheduler_for(pipe: Cosmos3OmniPipeline, flow_shift: float) -> Any:
-    """The pipeline's scheduler with `flow_shift` (the call has no argument for it): itself when it already has it."""
-    from diffusers import UniPCMultistepScheduler
+def decode_latents(pipe: Cosmos3OmniPipeline, latents: Any) -> Any:
+    """Video latents, as the pipeline denoises them, decoded to frames [T, H, W, 3] in 0..1 as it decodes its own.
 
-    if float(pipe.scheduler.config.get("flow_shift", 1.0)) == flow_shift:
-        return pipe.scheduler
-    return UniPCMultistepScheduler.from_config(pipe.scheduler.config, flow_shift=flow_shift)
-
-
-def generate(
-    pipe: Cosmos3OmniPipeline,
-    prompt: str,
-    settings: GenerationSettings,
-    *,
-    negative_prompt: str = "",
-    image: Any = None,
-    video: Any = None,
-    condition_frame_indexes: tuple[int, ...] | None = None,
-    condition_video_keep: str = "first",
-    resolution_template: bool | None = None,
-    duration_template: bool | None = None,
-    safety_check: bool = True,
-    generator: Any = None,
-    on_step_end: Callable[..., dict[str, Any]] | None = None,
-) -> Any:
-    """`pipe(...)` for `settings`, as the notebook calls it.
-
-    The pipeline's resolution and duration sentences (`*_template`) default to off for a structured JSON prompt,
-    which already carries resolution, duration and fps (as NVIDIA and vLLM-Omni do), and on for plain text.
-    `generator` defaults to a fresh CPU generator seeded with `settings.seed`. A `video` keeps the latent frames
-    `condition_frame_indexes` clean (default: the settings' own, the clip's start or fl2v's first and last).
+    Given the scheduler's estimate of the clean latents at a step (`pipe.scheduler.model_outputs[-1]`), this is the
+    model's current guess of the finished video; at the last step it is the output itself.
     """
     import torch
 
-    from helpers import prompts
-
-    plain = not prompts.is_structured(prompt)
-    check_sound(pipe, settings)
-    pipe.scheduler = scheduler_for(pipe, settings.flow_shift)
-    conditioning: dict[str, Any] = {"image": image} if image is not None else {}
-    if video is not None:
-        conditioning = {
-            "video": video,
-            "condition_frame_indexes_vision": condition_frame_indexes or settings.condition_frame_indexes,
-            "condition_video_keep": condition_video_keep,
-        }
-    return pipe(
-        prompt=prompt,
-        negative_prompt=negative_prompt,
-        **conditioning,
-        num_frames=settings.num_frames,
-        height=settings.height,
-        width=settings.width,
-        fps=settings.fps,
-        num_inference_steps=settings.num_inference_steps,
-        guidance_scale=settings.guidance_scale,
-        enable_sound=settings.enable_sound,
-        generator=generator or torch.Generator("cpu").manual_seed(settings.seed),
-        output_type="np",
-        add_resolution_template=plain if resolution_template is None else resolution_template,
-        add_duration_template=plain if duration_template is None else duration_template,
-        enable_safety_check=safety_check,
-        callback_on_step_end=on_step_end,
-    )
+    vae = pipe.vae
+    latents = latents.reshape(1, *latents.shape[-4:]).to(vae.dtype)  # the scheduler keeps them with extra batch dims
+    mean = pipe._vae_latents_mean.to(latents.device, vae.dtype).view(1, -1, 1, 1, 1)
+    inv_std = pipe._vae_latents_inv_std.to(latents.device, vae.dtype).view(1, -1, 1, 1, 1)
+    with torch.no_grad():
+        decoded = vae.decode(latents / inv_std + mean).sample
+    return pipe.video_processor.postprocess_video(decoded.float(), output_type="np")[0]

@@ -8,16 +8,15 @@ fails before any weights are read, with a message that names the parameter and t
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from helpers import models
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
 from random_checkpoints import (
     NANO_MODEL_NAME,
     TINY_MODEL_NAME,
-    cache_root,
     ensure_nano_checkpoint,
     ensure_tiny_checkpoint,
 )
@@ -27,9 +26,6 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "nvidia/Cosmos3-Nano"
 GUARDRAIL_CHOICES = ("auto", "on", "off")
-# What `nano-random` needs: Nano's bf16 weights (28 GiB) and a 256p video's activations; and room on disk for it.
-NANO_MIN_GPU_GIB = 40
-NANO_DISK_GIB = 32
 
 
 @dataclass(frozen=True)
@@ -122,38 +118,14 @@ def _check_guardrails_available(model: str) -> None:
         )
 
 
-def _nano_folder(device: torch.device) -> str:
-    import torch
-
-    if device.type != "cuda":
-        raise InvalidSettingError(
-            f"MODEL='nano-random' builds Cosmos 3 Nano's 15 B-parameter architecture on a CUDA GPU, and DEVICE is "
-            f"{device.type}. Use MODEL='tiny' on a CPU, or run on a GPU with at least {NANO_MIN_GPU_GIB} GiB."
-        )
-    total = torch.cuda.get_device_properties(device).total_memory / 2**30
-    if total < NANO_MIN_GPU_GIB:
-        raise InvalidSettingError(
-            f"MODEL='nano-random' needs a GPU with at least {NANO_MIN_GPU_GIB} GiB; "
-            f"{torch.cuda.get_device_name(device)} has {total:.0f} GiB. Use MODEL='tiny', or a real checkpoint "
-            "with SPEED='low_vram' on a 24 GiB card."
-        )
-    root = cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(root).free / 2**30
-    if not any(p.name.startswith(NANO_MODEL_NAME) for p in root.iterdir()) and free < NANO_DISK_GIB:
-        raise InvalidSettingError(
-            f"MODEL='nano-random' saves a {NANO_DISK_GIB} GB checkpoint under {root}, which has {free:.0f} GB free. "
-            "Free some space or point $COSMOS3_COOKBOOK_CACHE at a larger disk."
-        )
-    return str(ensure_nano_checkpoint(str(device)))
-
-
 def _hub_folder(model: str) -> str:
     """Download (or find in the local cache) what `from_pretrained` reads; failures become advice."""
     from diffusers import DiffusionPipeline
 
+    models.variant(model)  # a revision the checkpoint does not publish fails here, with the ones it does
+    model_id, revision = models.split(model)
     try:
-        return str(DiffusionPipeline.download(model))
+        return str(DiffusionPipeline.download(model_id, revision=revision))
     except Exception as exc:  # noqa: BLE001 - the hub raises many types; each becomes the same advice
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelUnavailableError(_unavailable_message(model, reason)) from exc
@@ -175,7 +147,7 @@ def resolve(
     if model == TINY_MODEL_NAME:
         source, path = TINY_MODEL_NAME, str(ensure_tiny_checkpoint())
     elif model == NANO_MODEL_NAME:
-        source, path = NANO_MODEL_NAME, _nano_folder(target)
+        source, path = NANO_MODEL_NAME, str(ensure_nano_checkpoint(target))
     elif Path(model).expanduser().exists():
         local = Path(model).expanduser()
         if not (local / "model_index.json").is_file():

@@ -10,9 +10,9 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers import models
 from helpers.errors import InvalidSettingError
 
-MODELS: dict[str, str] = {"nano": "nvidia/Cosmos3-Nano", "super": "nvidia/Cosmos3-Super"}
 DOCKER_IMAGE = "vllm/vllm-omni:cosmos3"
 # The vLLM-Omni server flags that do on a real server what each SPEED choice does in the Diffusers notebook
 # (the same names as `helpers.with_diffusers.speed.SPEEDS`; the local stand-in takes `--speed NAME` instead).
@@ -27,7 +27,8 @@ SPEED_FLAGS: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """What `vllm serve` needs for Cosmos 3. `model` is "nano", "super", a Hugging Face id or a local folder."""
+    """What `vllm serve` needs for Cosmos 3. `model`: "nano", "super", a Hugging Face id (`@fp8` for that revision)
+    or a local folder."""
 
     model: str = "nano"
     gpus: int = 1
@@ -35,6 +36,8 @@ class ServeOptions:
     tensor_parallel_size: int = 1
     cfg_parallel_size: int = 1
     ulysses_degree: int = 1
+    hsdp_shard_size: int = 1  # weights sharded over this many GPUs (HSDP), on top of the degrees above
+    vae_patch_parallel_size: int = 1
     layerwise_offload: bool = False
     guardrails: bool = True
     init_timeout_s: int = 1800
@@ -43,41 +46,40 @@ class ServeOptions:
 
     @property
     def model_id(self) -> str:
-        return MODELS.get(self.model.lower(), self.model)
+        return models.split(self.model)[0]
 
     @property
     def world_size(self) -> int:
         return self.tensor_parallel_size * self.cfg_parallel_size * self.ulysses_degree
 
     def check(self) -> None:
-        degrees = {
-            "gpus": self.gpus,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "cfg_parallel_size": self.cfg_parallel_size,
-            "ulysses_degree": self.ulysses_degree,
-        }
-        for name, value in degrees.items():
+        names = ("gpus", "tensor_parallel_size", "cfg_parallel_size", "ulysses_degree", "hsdp_shard_size",
+                 "vae_patch_parallel_size")  # fmt: skip
+        for name in names:
+            value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidSettingError(f"{name} must be a whole number of at least 1, got {value!r}.")
-        if self.cfg_parallel_size > 2:
-            raise InvalidSettingError(
-                f"cfg_parallel_size={self.cfg_parallel_size}: classifier-free guidance has two passes "
-                "(conditional and unconditional), so use 1 or 2."
-            )
-        if self.world_size > self.gpus:
-            raise InvalidSettingError(
-                f"The parallel degrees need {self.world_size} GPUs (tensor {self.tensor_parallel_size} x CFG "
-                f"{self.cfg_parallel_size} x Ulysses {self.ulysses_degree}) but gpus={self.gpus}. Lower a degree "
-                "or give more GPUs."
-            )
-        if not 1 <= self.port <= 65535:
-            raise InvalidSettingError(f"port={self.port} is not a TCP port (1-65535).")
-        if self.speed not in SPEED_FLAGS:
-            raise InvalidSettingError(
-                f"SPEED={self.speed!r} is not allowed. Allowed values: {', '.join(map(repr, SPEED_FLAGS))}."
-            )
-        if self.init_timeout_s < 1:
-            raise InvalidSettingError(f"init_timeout_s={self.init_timeout_s} must be positive (the recipes use 1800).")
+        variant = models.variant(self.model)
+        problems = [
+            (self.cfg_parallel_size > 2, f"cfg_parallel_size={self.cfg_parallel_size}: classifier-free guidance has "
+             "two passes (conditional and unconditional), so use 1 or 2."),
+            (self.world_size > self.gpus, f"The parallel degrees need {self.world_size} GPUs (tensor "
+             f"{self.tensor_parallel_size} x CFG {self.cfg_parallel_size} x Ulysses {self.ulysses_degree}) but "
+             f"gpus={self.gpus}. Lower a degree or give more GPUs."),
+            (max(self.hsdp_shard_size, self.vae_patch_parallel_size) > self.gpus,
+             f"Sharding over more GPUs than gpus={self.gpus} is not possible; lower it."),
+            (self.hsdp_shard_size > 1 and self.tensor_parallel_size > 1,
+             "HSDP weight sharding cannot be combined with tensor parallelism: use one."),
+            (variant is not None and variant.fixed_steps is not None and self.cfg_parallel_size > 1,
+             f"{self.model_id} is distilled (no guidance pass): set cfg_parallel_size=1."),
+            (not 1 <= self.port <= 65535, f"port={self.port} is not a TCP port (1-65535)."),
+            (self.speed not in SPEED_FLAGS,
+             f"SPEED={self.speed!r} is not allowed. Allowed values: {', '.join(map(repr, SPEED_FLAGS))}."),
+            (self.init_timeout_s < 1, f"init_timeout_s={self.init_timeout_s} must be positive (recipes use 1800)."),
+        ]  # fmt: skip
+        for failed, message in problems:
+            if failed:
+                raise InvalidSettingError(message)
 
 
 def speed_flags(speed: str) -> tuple[str, ...]:
@@ -87,13 +89,17 @@ def speed_flags(speed: str) -> tuple[str, ...]:
 
 
 def recommended(model: str, gpus: int, speed: str = "fast") -> ServeOptions:
-    """Nano fits one H200; Super (119 GiB in bf16) is split by tensor parallelism, with CFG parallel when it fits."""
-    if model.lower() == "super":
-        cfg = 2 if gpus >= 4 else 1
-        return ServeOptions(
-            model="super", gpus=gpus, tensor_parallel_size=max(1, gpus // cfg), cfg_parallel_size=cfg, speed=speed
+    """The layout its recipes give a published checkpoint on `gpus` GPUs (the largest that fits); others: one GPU."""
+    variant = models.variant(model)
+    layouts = variant.layouts if variant is not None else {1: {}}
+    fitting = [n for n in layouts if n <= gpus]
+    if not fitting:
+        raise InvalidSettingError(
+            f"{models.split(model)[0]} needs at least {min(layouts)} GPUs ({variant.gpus if variant else ''}); "
+            f"gpus={gpus}."
         )
-    return ServeOptions(model=model, gpus=gpus, cfg_parallel_size=2 if gpus >= 2 else 1, speed=speed)
+    degrees = layouts[max(fitting)]
+    return ServeOptions(model=model, gpus=gpus, speed=speed, **degrees)  # type: ignore[arg-type]
 
 
 def serve_args(options: ServeOptions) -> list[str]:
@@ -101,12 +107,18 @@ def serve_args(options: ServeOptions) -> list[str]:
     options.check()
     args = ["vllm", "serve", options.model_id, "--omni", "--port", str(options.port)]
     args += ["--init-timeout", str(options.init_timeout_s)]
-    if options.tensor_parallel_size > 1:
-        args += ["--tensor-parallel-size", str(options.tensor_parallel_size)]
-    if options.cfg_parallel_size > 1:
-        args += ["--cfg-parallel-size", str(options.cfg_parallel_size)]
-    if options.ulysses_degree > 1:
-        args += ["--ulysses-degree", str(options.ulysses_degree)]
+    if revision := models.split(options.model)[1]:
+        args += ["--revision", revision]
+    for flag, value in (
+        ("--tensor-parallel-size", options.tensor_parallel_size),
+        ("--cfg-parallel-size", options.cfg_parallel_size),
+        ("--ulysses-degree", options.ulysses_degree),
+        ("--vae-patch-parallel-size", options.vae_patch_parallel_size),
+    ):
+        if value > 1:
+            args += [flag, str(value)]
+    if options.hsdp_shard_size > 1:
+        args += ["--use-hsdp", "--hsdp-shard-size", str(options.hsdp_shard_size)]
     args += SPEED_FLAGS[options.speed]
     if options.layerwise_offload and "--enable-layerwise-offload" not in args:
         args.append("--enable-layerwise-offload")
@@ -138,3 +150,20 @@ def docker_args(
 def as_shell(args: list[str]) -> str:
     """One copy-pasteable shell line (the `--gpus` value arrives already quoted, as Docker wants it)."""
     return " ".join(a if a.startswith('"') else shlex.quote(a) for a in args)
+
+
+def family() -> list[dict[str, str]]:
+    """One row per published checkpoint: what it makes, on which GPUs, and the command at its smallest layout."""
+    rows = []
+    for model_id, v in models.VARIANTS.items():
+        options = recommended(model_id, gpus=min(v.layouts))
+        rows.append(
+            {
+                "model": model_id + (" (also @fp8)" if v.fp8_revision else ""),
+                "size": v.size,
+                "GPUs": v.gpus,
+                "modes": ", ".join(v.modes) if v.modes else "all",
+                "command": as_shell(serve_args(options)),
+            }
+        )
+    return rows

@@ -1,0 +1,83 @@
+"""The published Cosmos 3 checkpoints: what each can make, its defaults, and the GPUs and server layouts it needs.
+
+`MODEL` may name any of them by Hugging Face id; `@fp8` after the id picks the FP8 revision (a branch of the same
+repository) where one is published. Presets apply a variant's defaults and refuse what it cannot do; the launch
+commands use its layouts. Sources: the model cards, vLLM-Omni 0.30's Cosmos 3 recipes and pipeline defaults, and
+NVIDIA's Cosmos 3 cookbook; docs/model-family.md has the table with each source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from helpers.errors import InvalidSettingError
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One checkpoint. `modes` None: every mode. `layouts` maps a GPU count to the `vllm serve` parallel degrees its
+    recipes use (names as `helpers.with_vllm_omni.launch.ServeOptions` fields)."""
+
+    model_id: str
+    size: str
+    gpus: str
+    modes: tuple[str, ...] | None = None
+    tiers: tuple[str, ...] = ("256p", "480p", "720p")
+    max_frames: int = 297
+    guidance_scale: float = 6.0
+    flow_shift: float = 10.0
+    image_size: tuple[int, int] = (1024, 1024)
+    fixed_steps: int | None = None  # distilled checkpoints carry their own schedule and run without guidance
+    fp8_revision: bool = True
+    layouts: dict[int, dict[str, int]] = field(default_factory=lambda: {1: {}})
+
+
+# Super's weights (119 GiB in bf16) are sharded over the GPUs (HSDP); CFG and Ulysses split the work.
+_SUPER_LAYOUTS = {
+    2: {"cfg_parallel_size": 2, "hsdp_shard_size": 2},
+    8: {"cfg_parallel_size": 2, "ulysses_degree": 4, "hsdp_shard_size": 8},
+}
+# Distilled checkpoints refuse CFG parallelism (they run one pass a step); their recipe splits the weights instead.
+_DISTILLED_LAYOUTS = {4: {"tensor_parallel_size": 4, "layerwise_offload": True}}
+VARIANTS: dict[str, Variant] = {
+    v.model_id: v
+    for v in (
+        Variant(
+            "nvidia/Cosmos3-Nano", "16 B", "one H100/H200/B200 (80 GB); 24 GB with SPEED low_vram",
+            layouts={1: {}, 2: {"cfg_parallel_size": 2},
+                     4: {"cfg_parallel_size": 2, "ulysses_degree": 2, "vae_patch_parallel_size": 4}},
+        ),
+        Variant("nvidia/Cosmos3-Super", "64 B", "two H200/B200 at least, eight recommended", layouts=_SUPER_LAYOUTS),
+        Variant("nvidia/Cosmos3-Super-Text2Image", "64 B", "as Super", modes=("t2i",), layouts=_SUPER_LAYOUTS),
+        Variant("nvidia/Cosmos3-Super-Image2Video", "64 B", "as Super", modes=("i2v",), layouts=_SUPER_LAYOUTS),
+        Variant(
+            "nvidia/Cosmos3-Super-Text2Image-4Step", "64 B, 4 steps", "four H100/H200", modes=("t2i",),
+            guidance_scale=1.0, fixed_steps=4, layouts=_DISTILLED_LAYOUTS,
+        ),
+        Variant(
+            "nvidia/Cosmos3-Super-Image2Video-4Step", "64 B, 4 steps", "four H100/H200", modes=("i2v",),
+            guidance_scale=1.0, fixed_steps=4, layouts=_DISTILLED_LAYOUTS,
+        ),
+        Variant(
+            "nvidia/Cosmos3-Edge", "about 4 B", "one 24 GB GPU", modes=("t2i", "t2v", "i2v"), tiers=("256p", "480p"),
+            max_frames=121, guidance_scale=5.0, flow_shift=3.0, image_size=(640, 640), fp8_revision=False,
+        ),
+    )
+}  # fmt: skip
+SHORT_NAMES = {"nano": "nvidia/Cosmos3-Nano", "super": "nvidia/Cosmos3-Super", "edge": "nvidia/Cosmos3-Edge"}
+
+
+def split(model: str) -> tuple[str, str | None]:
+    """(Hugging Face id, revision) of `MODEL`: "nano" and "super" are short names, "@fp8" picks a revision."""
+    name, _, revision = model.partition("@")
+    return SHORT_NAMES.get(name.lower(), name), revision or None
+
+
+def variant(model: str) -> Variant | None:
+    """The published checkpoint `MODEL` names (any revision), or None for a local folder, `tiny` or another id."""
+    model_id, revision = split(model)
+    found = VARIANTS.get(model_id)
+    if found is not None and revision is not None and (revision != "fp8" or not found.fp8_revision):
+        offered = "'@fp8'" if found.fp8_revision else "none"
+        raise InvalidSettingError(f"MODEL={model!r}: {model_id} has no revision {revision!r}. Revisions: {offered}.")
+    return found

@@ -23,6 +23,7 @@ from pathlib import Path
 from helpers.errors import CookbookError
 from helpers.with_diffusers.loading import NANO_MIN_GPU_GIB
 from parallel_diffusers.request import Request
+from parallel_diffusers.runner import failure_path
 from random_checkpoints import TINY_MODEL_NAME
 
 # Flags the printed command always shows, so that it reads on its own; other fields only when not the default.
@@ -35,7 +36,7 @@ class ParallelRunError(CookbookError, RuntimeError):
     """The parallel run failed; the message holds the end of its output."""
 
 
-def _torchrun() -> list[str]:
+def torchrun() -> list[str]:
     """The `torchrun` beside this Python (a virtual environment's), else the same launcher through `python -m`."""
     beside = Path(sys.executable).with_name("torchrun")
     return [str(beside)] if beside.is_file() else [sys.executable, "-m", "torch.distributed.run"]
@@ -45,7 +46,7 @@ def torchrun_command(request: Request) -> list[str]:
     """The command that runs `request`, as an argument list: one process per GPU on this machine."""
     request.check()
     flags = request.arguments(shown=SHOWN_FLAGS)
-    return [*_torchrun(), "--standalone", "--nproc-per-node", str(request.gpus), "-m", "parallel_diffusers", *flags]
+    return [*torchrun(), "--standalone", "--nproc-per-node", str(request.gpus), "-m", "parallel_diffusers", *flags]
 
 
 def gpu_shortfall(request: Request) -> str | None:
@@ -100,7 +101,10 @@ def run_parallel(request: Request, echo: Callable[[str], None] = print) -> Path:
         facts = json.loads(published.read_text()) if published.is_file() else {}
         if code != 0 or not facts.get("done"):
             where = f" It wrote into {facts['run_dir']}." if facts else ""
+            errors = [Path(failure_path(str(published), rank)) for rank in range(request.gpus)]
+            causes = "".join(f"\n{e.read_text()}" for e in errors if e.is_file())
             raise ParallelRunError(
-                f"The parallel run failed (torchrun exited with {code}).{where} Its last lines:\n" + "\n".join(tail)
+                f"The parallel run failed (torchrun exited with {code}).{where}{causes}\n\nIts last lines:\n"
+                + "\n".join(tail)
             )
         return Path(facts["run_dir"])

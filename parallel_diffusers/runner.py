@@ -33,7 +33,7 @@ TIMEOUT = datetime.timedelta(minutes=60)
 
 
 def load(request: Request, place: layout.Layout) -> tuple[Cosmos3OmniPipeline, Any]:
-    """The notebook's load cells on every rank, then this rank's part of the layout.
+    """The notebook's load cells on every rank (`SPEED`'s switches included), then this rank's part of the layout.
 
     Rank 0 loads first, so that a checkpoint that has to be built or downloaded is fetched once; the guardrails are
     loaded and run on rank 0 alone, which sees every prompt and the whole video.
@@ -51,6 +51,16 @@ def load(request: Request, place: layout.Layout) -> tuple[Cosmos3OmniPipeline, A
     if place.is_writer:
         dist.barrier()
     pipe.set_progress_bar_config(disable=not (request.progress and place.is_writer))
+    install(pipe, request, place)
+    return pipe, checkpoint
+
+
+def install(pipe: Cosmos3OmniPipeline, request: Request, place: layout.Layout) -> None:
+    """Context parallelism, the split VAE decode and CFG parallelism, as `place` needs them, over the switches
+    already on `pipe`: each wraps what came before, and CFG parallelism must see the transformer as the pipeline
+    calls it."""
+    import torch.distributed as dist
+
     degrees = place.degrees
     if degrees.context > 1:
         context_parallel.enable(pipe, place.context_group)
@@ -58,7 +68,6 @@ def load(request: Request, place: layout.Layout) -> tuple[Cosmos3OmniPipeline, A
         split_decode.enable(pipe, dist.group.WORLD)
     if degrees.cfg > 1:
         cfg_parallel.enable(pipe, place.cfg_group, place.cfg_rank)
-    return pipe, checkpoint
 
 
 class SameLatents:
@@ -84,9 +93,12 @@ class SameLatents:
 
 
 def generate(
-    pipe: Cosmos3OmniPipeline, request: Request, place: layout.Layout, s: GenerationSettings, *, decode: bool
+    pipe: Cosmos3OmniPipeline, request: Request, place: layout.Layout, s: GenerationSettings
 ) -> tuple[Any, float]:
-    """The notebook's `pipe(...)` call for `s` on this rank; its output and how far the ranks' latents were apart."""
+    """The notebook's `pipe(...)` call for `s` on this rank; its output and how far the ranks' latents were apart.
+
+    Ranks that neither write nor share the VAE decode skip it (`output_type="latent"`).
+    """
     conditioning: dict[str, Any] = {}
     if s.mode in ("i2v", "i2v_sound"):
         conditioning["image"] = media.load_image(request.image or prompts.conditioning(s.mode))
@@ -100,10 +112,15 @@ def generate(
         negative_prompt=prompts.negative_prompt(),
         safety_check=place.is_writer,
         on_step_end=same,
-        output_type="np" if decode else "latent",
+        output_type="np" if decodes(request, place) else "latent",
         **conditioning,
     )
     return output, same.deviation if same else 0.0
+
+
+def decodes(request: Request, place: layout.Layout) -> bool:
+    """Whether this rank runs the VAE decode: rank 0 always, the others when they share it."""
+    return place.is_writer or (request.decode == "split" and place.degrees.world_size > 1)
 
 
 def publish(path: str, run: runs.Run, done: bool) -> None:
@@ -117,13 +134,16 @@ def publish(path: str, run: runs.Run, done: bool) -> None:
     os.replace(tmp, target)
 
 
+def failure_path(publish: str, rank: int) -> str:
+    """Where a failing rank writes its error, beside the published run folder."""
+    return f"{publish}.rank{rank}.error"
+
+
 def run(request: Request, place: layout.Layout) -> runs.Run | None:
     """Every generation of `request` on this rank; rank 0 returns the run it wrote."""
     named = request.settings()
     pipe, checkpoint = load(request, place)
     calls.check_sound(pipe, [s for _, s in named])
-    # Ranks that neither write nor share the decode skip it.
-    decode = place.is_writer or (request.decode == "split" and place.degrees.world_size > 1)
     run_ = None
     if place.is_writer:
         run_ = runs.Run.create(request.output_dir, backend="diffusers", model=request.model)
@@ -139,13 +159,12 @@ def run(request: Request, place: layout.Layout) -> runs.Run | None:
         print(f"run folder: {run_.path}", flush=True)
     for name, s in named:
         if request.warmup_steps:
-            generate(pipe, request, place, dataclasses.replace(s, num_inference_steps=request.warmup_steps),
-                     decode=decode)  # fmt: skip
+            generate(pipe, request, place, dataclasses.replace(s, num_inference_steps=request.warmup_steps))
         if run_ is None:
-            generate(pipe, request, place, s, decode=decode)
+            generate(pipe, request, place, s)
             continue
         with run_.generation(s, name=name) as gen:
-            output, deviation = generate(pipe, request, place, s, decode=decode)
+            output, deviation = generate(pipe, request, place, s)
             gen.save(output, ranks_latent_deviation=deviation)
         print(f"{name}: {gen.outputs[0].seconds:.2f} s, {', '.join(o.path for o in gen.outputs)}", flush=True)
     if run_ is not None:
@@ -160,5 +179,11 @@ def main(argv: list[str] | None = None) -> None:
     place = layout.join(request.degrees, request.device_type(), timeout=TIMEOUT)
     try:
         run(request, place)
+    except Exception as exc:
+        # The launcher puts this first in its error; torchrun's own report names only an exit code.
+        if request.publish:
+            failure = f"rank {place.rank}: {type(exc).__name__}: {exc}"
+            Path(failure_path(request.publish, place.rank)).write_text(failure)
+        raise
     finally:
         dist.destroy_process_group()

@@ -90,9 +90,14 @@ class Layout:
         return self.rank // self.degrees.context
 
     def info(self) -> dict[str, Any]:
-        """For the run's manifest: how many GPUs (0 when the processes run on CPU cores) and the degrees."""
-        gpus = self.degrees.world_size if self.device.type == "cuda" else 0
-        return {"gpus": gpus, **self.degrees.info(), "process_group": self.backend}
+        """For the run's manifest: how many GPUs (0 when the processes run on CPU cores), which, and the degrees."""
+        import torch
+
+        if self.device.type == "cuda":
+            gpus = {"gpus": self.degrees.world_size, "gpu_name": torch.cuda.get_device_name(self.device)}
+        else:
+            gpus = {"gpus": 0}
+        return {**gpus, **self.degrees.info(), "process_group": self.backend}
 
 
 def join(degrees: Degrees, device: str = "cuda", timeout: datetime.timedelta | None = None) -> Layout:

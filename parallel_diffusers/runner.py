@@ -22,6 +22,7 @@ from cookbook_tools.pipelines import load_pipeline
 from helpers import media, prompts, runs
 from helpers.presets import GenerationSettings
 from helpers.with_diffusers import calls, speed
+from helpers.with_diffusers.loading import resolve
 from parallel_diffusers import cfg_parallel, context_parallel, layout, split_decode
 from parallel_diffusers.request import Request
 
@@ -35,21 +36,21 @@ TIMEOUT = datetime.timedelta(minutes=60)
 def load(request: Request, place: layout.Layout) -> tuple[Cosmos3OmniPipeline, Any]:
     """The notebook's load cells on every rank (`SPEED`'s switches included), then this rank's part of the layout.
 
-    Rank 0 loads first, so that a checkpoint that has to be built or downloaded is fetched once; the guardrails are
-    loaded and run on rank 0 alone, which sees every prompt and the whole video.
+    Rank 0 resolves MODEL first, so that a checkpoint that has to be built or downloaded is fetched once; then every
+    rank loads it at the same time. The guardrails are loaded and run on rank 0 alone, which sees every prompt and
+    the whole video.
     """
     import torch.distributed as dist
 
-    if not place.is_writer:
-        dist.barrier()
+    if place.is_writer:
+        resolve(request.model, device=str(place.device), guardrails=request.guardrails)
+    dist.barrier()
     pipe, checkpoint = load_pipeline(
         request.model,
         device=str(place.device),
         guardrails=request.guardrails if place.is_writer else False,
         speed=request.speed,
     )
-    if place.is_writer:
-        dist.barrier()
     pipe.set_progress_bar_config(disable=not (request.progress and place.is_writer))
     install(pipe, request, place)
     return pipe, checkpoint

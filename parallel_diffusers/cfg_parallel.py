@@ -62,10 +62,9 @@ def _swap(predictions: tuple[Any, ...], group: Any) -> tuple[tuple[Any, ...], tu
 class CfgParallel:
     """Installed on one pipeline by `enable`: runs this rank's guidance pass and swaps predictions with its pair."""
 
-    def __init__(self, pipe: Cosmos3OmniPipeline, group: Any, cfg_rank: int):
+    def __init__(self, pipe: Cosmos3OmniPipeline, group: Any):
         self.pipe = pipe
         self.group = group
-        self.cfg_rank = cfg_rank
         self.context: str | None = None
         self.unconditional: tuple[Any, ...] | None = None
         self.forward = pipe.transformer.forward
@@ -96,13 +95,15 @@ class CfgParallel:
         return conditional
 
 
-def enable(pipe: Cosmos3OmniPipeline, group: Any, cfg_rank: int) -> CfgParallel:
+def enable(pipe: Cosmos3OmniPipeline, group: Any) -> CfgParallel:
     """Make this pipeline one of a CFG pair: rank 0 of `group` computes the conditional pass, rank 1 the other.
 
     Install it last, over every other switch: it wraps the transformer's forward as the pipeline calls it.
     """
-    parallel = CfgParallel(pipe, group, cfg_rank)
-    if cfg_rank == 1:
+    import torch.distributed as dist
+
+    parallel = CfgParallel(pipe, group)
+    if dist.get_rank(group) == 1:
         _swapped_prompts(pipe)
     pipe.transformer.cache_context = parallel.named_context
     pipe.transformer.forward = parallel.forward_this_rank

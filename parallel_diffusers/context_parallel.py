@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from diffusers import Cosmos3OmniPipeline
 
 
-@dataclass
+@dataclass(frozen=True)
 class Streams:
     """Lengths of the two token streams in the current forward: real, and padded to a multiple of the degree."""
 

@@ -85,10 +85,6 @@ class Layout:
         """Rank 0 writes the files and the manifest."""
         return self.rank == 0
 
-    @property
-    def cfg_rank(self) -> int:
-        return self.rank // self.degrees.context
-
     def info(self) -> dict[str, Any]:
         """For the run's manifest: how many GPUs (0 when the processes run on CPU cores), which, and the degrees."""
         import torch

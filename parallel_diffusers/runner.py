@@ -68,7 +68,7 @@ def install(pipe: Cosmos3OmniPipeline, request: Request, place: layout.Layout) -
     if degrees.world_size > 1 and request.decode == "split":
         split_decode.enable(pipe, dist.group.WORLD)
     if degrees.cfg > 1:
-        cfg_parallel.enable(pipe, place.cfg_group, place.cfg_rank)
+        cfg_parallel.enable(pipe, place.cfg_group)
 
 
 class SameLatents:

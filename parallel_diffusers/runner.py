@@ -75,14 +75,13 @@ class SameLatents:
     """`callback_on_step_end` that hands every rank rank 0's latents at the last step, and measures how far apart
     they were (the ranks compute the same numbers, so this is 0 unless a kernel is not deterministic)."""
 
-    def __init__(self, steps: int):
-        self.steps = steps
+    def __init__(self) -> None:
         self.deviation = 0.0
 
     def __call__(self, pipe: Any, step: int, timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
         import torch.distributed as dist
 
-        if step != self.steps - 1:
+        if step != pipe.num_timesteps - 1:
             return tensors
         latents = tensors["latents"]
         reference = latents.clone()
@@ -105,7 +104,7 @@ def generate(
         conditioning["image"] = media.load_image(request.image or prompts.conditioning(s.mode))
     elif s.mode == "v2v":
         conditioning["video"] = media.load_video(request.video or prompts.conditioning(s.mode))
-    same = SameLatents(s.num_inference_steps) if place.degrees.world_size > 1 else None
+    same = SameLatents() if place.degrees.world_size > 1 else None
     output = calls.generate(
         pipe,
         prompts.prompt_text(s),

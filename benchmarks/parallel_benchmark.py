@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers import runs
+from helpers import presets, runs
 from parallel_diffusers.launch import run_parallel
 from parallel_diffusers.request import Request
 
@@ -63,7 +63,8 @@ def rows_of(run_dir: Path, request: Request, wall_s: float) -> list[dict[str, An
     info = manifest["info"]
     rows = []
     for output in manifest["outputs"]:
-        tier = output["mode"].removeprefix("t2v").removeprefix("_") or request.tiers
+        size = (output["settings"]["width"], output["settings"]["height"])
+        tier = next((t for t, sizes in presets.SIZES.items() if size in sizes.values()), "")
         rows.append(
             {
                 "model": request.model,
@@ -80,7 +81,6 @@ def rows_of(run_dir: Path, request: Request, wall_s: float) -> list[dict[str, An
                 "seconds": output["seconds"],
                 "ranks_latent_deviation": output.get("ranks_latent_deviation", 0.0),
                 "command_wall_s": round(wall_s, 1),
-                "run_dir": str(run_dir),
             }
         )
     return rows

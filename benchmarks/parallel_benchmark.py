@@ -10,7 +10,7 @@ the decoded video, as the run's manifest records it. Rows are keyed by (model, G
     python benchmarks/parallel_benchmark.py --gpus 1 --out benchmarks/results/parallel_h200.json
     python benchmarks/parallel_benchmark.py --gpus 2,4 --out benchmarks/results/parallel_h200.json
     python benchmarks/parallel_benchmark.py --model tiny --device cpu --gpus 1,2 --tiers 256p --frames 9 \\
-        --steps 2 --out /tmp/parallel_cpu.json                                           # a smoke check on a CPU
+        --steps 2 --out parallel_cpu.json                                                # a smoke check on a CPU
 """
 
 from __future__ import annotations

@@ -219,12 +219,14 @@ def generate(
     safety_check: bool = True,
     generator: Any = None,
     on_step_end: Callable[..., dict[str, Any]] | None = None,
+    output_type: str = "np",
 ) -> Any:
     """`pipe(...)` for `settings`, as the notebook calls it.
 
     The pipeline's resolution and duration sentences (`*_template`) default to off for a structured JSON prompt,
     which already carries resolution, duration and fps (as NVIDIA and vLLM-Omni do), and on for plain text.
-    `generator` defaults to a fresh CPU generator seeded with `settings.seed`. A `video` keeps the latent frames
+    `generator` defaults to a fresh CPU generator seeded with `settings.seed`. `output_type="latent"` skips the
+    VAE decode (the ranks of a parallel run that do not write files). A `video` keeps the latent frames
     `condition_frame_indexes` clean (default: the settings' own, the clip's start or fl2v's first and last).
     """
     import torch
@@ -253,7 +255,7 @@ def generate(
         guidance_scale=settings.guidance_scale,
         enable_sound=settings.enable_sound,
         generator=generator or torch.Generator("cpu").manual_seed(settings.seed),
-        output_type="np",
+        output_type=output_type,
         add_resolution_template=plain if resolution_template is None else resolution_template,
         add_duration_template=plain if duration_template is None else duration_template,
         enable_safety_check=safety_check,

@@ -181,20 +181,25 @@ class Run:
             )
 
     def summary(self) -> list[dict[str, Any]]:
-        rows = []
-        for o in self.outputs:
-            rows.append(
-                {
-                    "mode": o.mode,
-                    "file": o.path,
-                    "size": f"{o.width}x{o.height}" if o.width else "",
-                    "frames": o.num_frames or "",
-                    "fps": o.fps or "",
-                    "sound": "AAC" if o.has_audio and o.kind == "video" else ("PCM" if o.kind == "audio" else ""),
-                    "seconds": o.seconds,
-                }
-            )
-        return rows
+        """One row per file, read back from the files (as the manifest lists them)."""
+        return summary_of(self.path)
+
+
+def summary_of(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The summary rows of any run folder, this process's or another's (a parallel run, a server's)."""
+    outputs = json.loads((Path(run_dir) / MANIFEST_NAME).read_text())["outputs"]
+    return [
+        {
+            "mode": o["mode"],
+            "file": o["path"],
+            "size": f"{o['width']}x{o['height']}" if o["width"] else "",
+            "frames": o["num_frames"] or "",
+            "fps": o["fps"] or "",
+            "sound": "AAC" if o["has_audio"] and o["kind"] == "video" else ("PCM" if o["kind"] == "audio" else ""),
+            "seconds": o["seconds"],
+        }
+        for o in outputs
+    ]
 
 
 class Generation:

@@ -20,12 +20,16 @@ MODULE_NAMES = [
     ("diffusers.hooks.hooks", "StateManager", "text_kv_cache (speed.py)"),
     ("diffusers.models.attention_dispatch", "_HUB_KERNELS_REGISTRY", "flash_attention (flash_attention.py)"),
     ("diffusers.models.modeling_utils", "get_parameter_device", "speed.device_of"),
+    ("diffusers.models.autoencoders.autoencoder_kl_wan", "WanCausalConv3d", "split VAE decode (parallel_diffusers)"),
+    ("diffusers.models.autoencoders.autoencoder_kl_wan", "WanAttentionBlock", "split VAE decode (parallel_diffusers)"),
+    ("diffusers.models.autoencoders.vae", "DecoderOutput", "split VAE decode (parallel_diffusers)"),
 ]
 # Attributes of one decoder layer (and its attention) that the text K/V cache reads.
 LAYER_NAMES = ("input_layernorm", "input_layernorm_moe_gen", "post_attention_layernorm_moe_gen", "mlp_moe_gen")
 ATTENTION_NAMES = (
     "to_k", "to_v", "norm_k", "k_norm_und_for_gen", "add_q_proj", "add_k_proj", "add_v_proj", "norm_added_q",
     "norm_added_k", "to_add_out", "num_attention_heads", "num_key_value_heads", "head_dim", "processor",
+    "to_q", "norm_q", "to_out",  # and context parallelism's processor (parallel_diffusers)
 )  # fmt: skip
 
 
@@ -74,3 +78,19 @@ def test_the_pipeline_and_its_layers_have_what_the_switches_and_the_form_use(tin
         assert hasattr(layer.self_attn, name), _gone(f"decoder attention .{name}", "text_kv_cache")
     for name in ("_attention_backend", "_parallel_config"):
         assert hasattr(layer.self_attn.processor, name), _gone(f"attention processor .{name}", "flash_attention")
+
+
+def test_the_parallel_runner_finds_its_seams(tiny_pipe) -> None:
+    from diffusers.models.autoencoders.autoencoder_kl_wan import WanCausalConv3d
+
+    pipe, _ = tiny_pipe
+    forward = inspect.getsource(type(pipe.transformer).forward)
+    for seam in ("_cp_shard_fn", "_cp_gather_fn"):
+        assert seam in forward, _gone(f"the transformer's {seam} seam", "context parallelism (parallel_diffusers)")
+    call = inspect.getsource(type(pipe).__call__)
+    for used in ("self.tokenize_prompt(", "self.transformer.cache_context(", '"cond"', '"uncond"'):
+        assert used in call, _gone(f"{used!r} in Cosmos3OmniPipeline.__call__", "CFG parallelism (parallel_diffusers)")
+    for name in ("do_classifier_free_guidance", "num_timesteps"):
+        assert isinstance(getattr(type(pipe), name, None), property), _gone(name, "the parallel runner")
+    conv = next(m for m in pipe.vae.decoder.modules() if isinstance(m, WanCausalConv3d))
+    assert len(conv._padding) == 6, _gone("WanCausalConv3d._padding", "split VAE decode (parallel_diffusers)")

@@ -17,7 +17,7 @@ from tests.notebook_checks import ALL_MODES, check_run, error_outputs
 NAME = "run_with_diffusers.ipynb"
 TEST_PARAMETERS = {
     "MODEL", "PRESET", "TIER", "ASPECT_RATIO", "SPEED", "SEED", "MODES", "OUTPUT_DIR", "IMAGE", "VIDEO", "GUARDRAILS",
-    "DEVICE", "COMPARE", "PROGRESS", "KEEP_LOADED",
+    "DEVICE", "GPUS", "COMPARE", "PROGRESS", "KEEP_LOADED",
 }  # fmt: skip
 
 pytestmark = pytest.mark.notebook

@@ -81,22 +81,51 @@ def _compiled_generation_half():
     return torch.compile(_generation_half, fullgraph=True)
 
 
-def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     from diffusers.models.transformers.transformer_cosmos3 import _rotate_half
 
     # The same expression as Cosmos3AttnProcessor, so cached and recomputed keys agree bit for bit.
     return x * cos.unsqueeze(1) + _rotate_half(x) * sin.unsqueeze(1)
 
 
-def _text_keys_values(layer: Any, und_seq: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-    """The text keys (rotated, as the generation tokens see them) and values of one decoder layer."""
-    attn = layer.self_attn
-    und = layer.input_layernorm(und_seq)
+def text_keys_values(attn: Any, und: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """The text keys (rotated, as the generation tokens see them) and values of one attention module."""
     key = attn.norm_k(attn.to_k(und).view(-1, attn.num_key_value_heads, attn.head_dim))
     if attn.k_norm_und_for_gen is not None:
         key = attn.k_norm_und_for_gen(key)
     value = attn.to_v(und).view(-1, attn.num_key_value_heads, attn.head_dim)
-    return _rope(key, cos, sin), value
+    return rope(key, cos, sin), value
+
+
+def generation_queries_keys_values(attn: Any, gen: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """The generation tokens' rotated queries and keys, and their values, in one attention module."""
+    query = attn.norm_added_q(attn.add_q_proj(gen).view(-1, attn.num_attention_heads, attn.head_dim))
+    key = attn.norm_added_k(attn.add_k_proj(gen).view(-1, attn.num_key_value_heads, attn.head_dim))
+    value = attn.add_v_proj(gen).view(-1, attn.num_key_value_heads, attn.head_dim)
+    return rope(query, cos, sin), rope(key, cos, sin), value
+
+
+def attend(attn: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool):
+    """Grouped-query attention of one attention module over `[tokens, heads, head_dim]` inputs.
+
+    A processor with its own `attend` (context parallelism, `parallel_diffusers`) does it over the whole sequence;
+    otherwise diffusers' dispatch runs it with the processor's backend.
+    """
+    own = getattr(attn.processor, "attend", None)
+    if own is not None:
+        return own(query, key, value, is_causal=is_causal)
+    from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+    out = dispatch_attention_fn(
+        query.unsqueeze(0),
+        key.unsqueeze(0),
+        value.unsqueeze(0),
+        is_causal=is_causal,
+        enable_gqa=True,
+        backend=attn.processor._attention_backend,
+        parallel_config=attn.processor._parallel_config,
+    )
+    return out.squeeze(0)
 
 
 def _generation_half(
@@ -109,23 +138,11 @@ def _generation_half(
 ) -> torch.Tensor:
     """The generation pathway of `Cosmos3VLTextMoTDecoderLayer.forward`, given the text keys and values."""
     import torch
-    from diffusers.models.attention_dispatch import dispatch_attention_fn
 
     attn = layer.self_attn
-    gen = layer.input_layernorm_moe_gen(gen_seq)
-    query = attn.norm_added_q(attn.add_q_proj(gen).view(-1, attn.num_attention_heads, attn.head_dim))
-    key = attn.norm_added_k(attn.add_k_proj(gen).view(-1, attn.num_key_value_heads, attn.head_dim))
-    value = attn.add_v_proj(gen).view(-1, attn.num_key_value_heads, attn.head_dim)
-    out = dispatch_attention_fn(
-        _rope(query, cos, sin).unsqueeze(0),
-        torch.cat([text_key, _rope(key, cos, sin)], dim=0).unsqueeze(0),
-        torch.cat([text_value, value], dim=0).unsqueeze(0),
-        is_causal=False,
-        enable_gqa=True,
-        backend=attn.processor._attention_backend,
-        parallel_config=attn.processor._parallel_config,
-    )
-    residual = gen_seq + attn.to_add_out(out.squeeze(0).flatten(-2, -1))
+    query, key, value = generation_queries_keys_values(attn, layer.input_layernorm_moe_gen(gen_seq), cos, sin)
+    out = attend(attn, query, torch.cat([text_key, key]), torch.cat([text_value, value]), is_causal=False)
+    residual = gen_seq + attn.to_add_out(out.flatten(-2, -1))
     return residual + layer.mlp_moe_gen(layer.post_attention_layernorm_moe_gen(residual))
 
 
@@ -158,7 +175,8 @@ def _text_kv_cache_hook(compiled: bool):
             state = self.state_manager.get_state()
             cos_und, sin_und, cos_gen, sin_gen = rotary_emb
             if context.step_index == 0 or state.key_value is None or state.key_value[1].shape[0] != und_seq.shape[0]:
-                state.key_value = _text_keys_values(module, und_seq, cos_und, sin_und)
+                text = module.input_layernorm(und_seq)
+                state.key_value = text_keys_values(module.self_attn, text, cos_und, sin_und)
                 return self.fn_ref.original_forward(und_seq, gen_seq, rotary_emb)
             # The text stream is returned unchanged: only generation positions are read after the last layer.
             return und_seq, self.generation_half(module, gen_seq, *state.key_value, cos_gen, sin_gen)
@@ -179,10 +197,13 @@ def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False)
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
 
     for layer in _layers(pipe):
-        if type(layer.self_attn.processor) is not Cosmos3AttnProcessor:
+        processor = layer.self_attn.processor
+        # The cache recomputes the generation half itself; it knows the default processor's attention, and any
+        # processor that brings its own `attend` (context parallelism).
+        if type(processor) is not Cosmos3AttnProcessor and not hasattr(processor, "attend"):
             raise InvalidSettingError(
                 f"text_kv_cache needs the default Cosmos3AttnProcessor, but a layer uses "
-                f"{type(layer.self_attn.processor).__name__} (context parallelism?). Drop 'text_kv_cache'."
+                f"{type(processor).__name__}. Drop 'text_kv_cache'."
             )
     hook_cls = _text_kv_cache_hook(compiled)
     for layer in _layers(pipe):

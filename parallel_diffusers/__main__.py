@@ -1,0 +1,5 @@
+"""`torchrun --nproc-per-node N -m parallel_diffusers --model ... --gpus N`: one rank of a parallel run."""
+
+from parallel_diffusers.runner import main
+
+main()

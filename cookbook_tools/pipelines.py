@@ -120,6 +120,7 @@ def _fp8_storage(pipe: Cosmos3OmniPipeline) -> None:
 def _compile(pipe: Cosmos3OmniPipeline) -> None:
     import torch
 
+    speeds.keep_compiled_code()
     # Regional compilation, like `compile_repeated_blocks(fullgraph=True)`, but of each layer's `forward` rather
     # than its `__call__`: hooks that other switches add around a layer (the text cache, group offloading) then stay
     # outside the compiled graph instead of being traced into it.

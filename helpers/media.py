@@ -20,7 +20,6 @@ import numpy as np
 
 from helpers.errors import MediaError
 
-VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".webm", ".avi")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 H264_OPTIONS = {"preset": "ultrafast", "crf": "18"}
 
@@ -100,14 +99,10 @@ def write_video(
     sample_rate: int | None = None,
     audio_duration_s: float | None = None,
 ) -> Path:
-    """MP4, H.264 yuv420p (plays in every browser), with a stereo AAC track when `audio` is given.
+    """MP4, H.264 yuv420p (plays in every browser), with stereo AAC of `audio_duration_s` (default: the picture's).
 
-    The sound is padded or trimmed to `audio_duration_s`, by default the length of the picture.
-
-    Encoded as vLLM-Omni encodes (libx264 preset ultrafast, CRF 18), which also makes it reproducible: the same
-    frames give the same bytes, so both notebooks and the server write identical files for the same seed. With
-    libx264's default preset (and so through `diffusers.utils.encode_video`, which takes no encoder options) the
-    same frames encoded twice in one process differed, decoded, by up to 60 levels.
+    Encoded as vLLM-Omni encodes (libx264 ultrafast, CRF 18), which is reproducible: same frames, same bytes, in both
+    notebooks and the server. libx264's default preset (`diffusers.utils.encode_video`) varied by up to 60 levels.
     """
     import av
 
@@ -293,10 +288,8 @@ def load_video(path: str | os.PathLike[str], max_frames: int | None = None) -> l
 
 
 def fit_frame(image: Any, width: int, height: int) -> Any:
-    """An image scaled to cover `width` x `height` and centre-cropped to it, as the pipeline prepares an i2v image.
-
-    The pipeline stretches `video=` frames to the output size instead, so frames for a clip are fitted first.
-    """
+    """The image scaled to cover `width` x `height` and centre-cropped, as the pipeline prepares an i2v image (it
+    stretches `video=` frames instead, so a clip's frames are fitted first)."""
     from PIL import Image
 
     scale = max(width / image.width, height / image.height)

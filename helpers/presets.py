@@ -204,13 +204,9 @@ def check_fps(fps: int) -> None:
 
 
 def settings_for(mode: str, preset: str = "default", *, model: str = "", **overrides: Any) -> GenerationSettings:
-    """The settings for one mode under a named preset, with validated overrides.
-
-    Overrides: `tier` and `aspect_ratio` (together or alone) or `width` and `height`; `num_frames`, `fps`,
-    `num_inference_steps`, `guidance_scale`, `flow_shift`, `seed`, `enable_sound`. Any invalid value raises
-    `InvalidSettingError` naming the allowed values. A `model` that names a published checkpoint brings its own
-    defaults and limits (`helpers.models`).
-    """
+    """The settings for one mode under a named preset, with validated overrides (`_OVERRIDES`; an invalid value
+    raises `InvalidSettingError` naming the allowed ones). A published checkpoint's `model` brings its own defaults
+    and limits (`helpers.models`)."""
     if mode not in MODES:
         raise InvalidSettingError(f"Unknown mode {mode!r}. Allowed modes: {_allowed(MODES)}.")
     unknown = sorted(set(overrides) - set(_OVERRIDES))
@@ -320,10 +316,8 @@ def _for_variant(
 def settings_for_modes(
     modes: str | list[str], preset: str = "default", *, model: str = "", **overrides: Any
 ) -> dict[str, GenerationSettings]:
-    """`{mode: settings}` for a comma-separated list of modes, in order; `overrides` apply to every mode.
-
-    A tier or aspect ratio given as "" (a notebook parameter left empty) means the preset's own size.
-    """
+    """`{mode: settings}` for comma-separated modes, in order, with the same overrides; an empty tier or aspect
+    ratio (a notebook parameter left empty) means the preset's own size."""
     given = {k: v for k, v in overrides.items() if v not in ("", None)}
     return {mode: settings_for(mode, preset, model=model, **given) for mode in parse_modes(modes)}
 

@@ -88,11 +88,8 @@ def is_structured(prompt: str) -> bool:
 
 
 def with_metadata(caption: dict[str, Any], width: int, height: int, num_frames: int, fps: float) -> dict[str, Any]:
-    """The caption with the resolution, duration and frame rate of the generation filled in.
-
-    The keys and formats are vLLM-Omni's (`_format_json_object_prompt` in its Cosmos 3 pipeline), which
-    rewrites them the same way on the server, so both backends send the model the same text.
-    """
+    """The caption with the generation's resolution, duration and frame rate, in vLLM-Omni's keys and formats
+    (`_format_json_object_prompt` in its Cosmos 3 pipeline), so both backends send the model the same text."""
     out = dict(caption)
     out["resolution"] = {"H": height, "W": width}
     if num_frames > 1:
@@ -110,11 +107,8 @@ def compact(caption: dict[str, Any]) -> str:
 
 
 def with_settings(prompt: str, settings: GenerationSettings) -> str:
-    """A JSON-object prompt with the resolution, duration and frame rate of `settings` written in; plain text as is.
-
-    vLLM-Omni does the same to JSON prompts on its video routes, so a structured prompt reads the same to the model
-    whichever backend sends it.
-    """
+    """A JSON-object prompt with the resolution, duration and frame rate of `settings` written in (as vLLM-Omni
+    does on its video routes); plain text as is."""
     if not is_structured(prompt):
         return prompt
     caption = with_metadata(json.loads(prompt), settings.width, settings.height, settings.num_frames, settings.fps)

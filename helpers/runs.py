@@ -162,10 +162,8 @@ class Run:
 
     @contextlib.contextmanager
     def generation(self, settings: GenerationSettings, name: str | None = None) -> Iterator[Generation]:
-        """Time one generation, turn an out-of-memory error into advice, and record what it saves.
-
-        Files are named after `name`, by default the settings' mode (`t2v.mp4`, `t2v_sound.wav`).
-        """
+        """Time one generation, turn an out-of-memory error into advice, and record what it saves, in files named
+        after `name` (default: the settings' mode, as `t2v.mp4`)."""
         environment.peak_memory_gib(reset=True)
         mode = name or settings.mode
         gen = Generation(self, mode, settings)

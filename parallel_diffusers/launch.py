@@ -21,10 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from helpers.errors import CookbookError
-from helpers.with_diffusers.loading import NANO_MIN_GPU_GIB
 from parallel_diffusers.request import Request
 from parallel_diffusers.runner import failure_path
-from random_checkpoints import TINY_MODEL_NAME
+from random_checkpoints import NANO_MIN_GPU_GIB, TINY_MODEL_NAME
 
 # Flags the printed command always shows, so that it reads on its own; other fields only when not the default.
 SHOWN_FLAGS: frozenset[str] = frozenset({"model", "gpus", "modes", "preset", "speed", "seed", "output_dir"})

@@ -165,12 +165,14 @@ def qwen_tokenizer():
 
 
 def build_nano_pipeline(device: str = "cuda", tokenizer=None) -> Cosmos3OmniPipeline:
-    """Cosmos 3 Nano's architecture with random weights, built in place on `device` (bf16 on CUDA, else float32).
+    """Cosmos 3 Nano's architecture (sound included) with random weights, built in place on `device` (bf16 on CUDA,
+    else float32).
 
     The weights are drawn on the device itself, so a 15 B-parameter model builds in seconds on a GPU.
     """
     import torch
     from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, UniPCMultistepScheduler
+    from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformer
 
     dtype = torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
@@ -180,7 +182,10 @@ def build_nano_pipeline(device: str = "cuda", tokenizer=None) -> Cosmos3OmniPipe
         with torch.random.fork_rng(devices=[torch.device(device)] if torch.device(device).type == "cuda" else []):
             torch.manual_seed(NANO_SEED)
             with torch.device(device):
-                transformer = Cosmos3OmniTransformer()
+                # Nano's towers with its sound head (the published checkpoint makes sound), and the audio
+                # tokenizer at its default, published size: 48 kHz stereo, 64-dim latents at 25 per second.
+                transformer = Cosmos3OmniTransformer(sound_gen=True, sound_dim=64)
+                sound_tokenizer = Cosmos3AVAEAudioTokenizer(encoder_enabled=False)
                 vae = AutoencoderKLWan(
                     base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
                     temperal_downsample=[False, True, True], is_residual=True, in_channels=12, out_channels=12,
@@ -195,6 +200,7 @@ def build_nano_pipeline(device: str = "cuda", tokenizer=None) -> Cosmos3OmniPipe
         text_tokenizer=tokenizer or qwen_tokenizer(),
         vae=vae.eval(),
         scheduler=scheduler,
+        sound_tokenizer=sound_tokenizer.eval(),
         enable_safety_checker=False,
     )
 

@@ -1,4 +1,5 @@
-"""Shared fixtures. The tiny checkpoint cache lives in a per-session folder so tests never touch ~/.cache."""
+"""Shared fixtures. Built checkpoints live in a per-session folder so tests never touch ~/.cache, unless
+`$COSMOS3_TEST_CACHE` names one to keep (the GPU runner does: its nano-random checkpoint is 31 GB)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache = tmp_path_factory.mktemp("cosmos3-cache")
+    kept = os.environ.get("COSMOS3_TEST_CACHE")
+    cache = Path(kept) if kept else tmp_path_factory.mktemp("cosmos3-cache")
     os.environ["COSMOS3_COOKBOOK_CACHE"] = str(cache)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return cache

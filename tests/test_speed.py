@@ -5,6 +5,8 @@ Speed itself is measured by benchmarks/gpu_benchmark.py on a GPU, never by a tim
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -154,3 +156,15 @@ def test_fast_keeps_generating_across_many_sizes_and_modes():
         s = presets.settings_for(mode, "smoke", width=width, height=height, num_inference_steps=2, seed=i)
         out = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
         assert np.asarray(out.video).shape[-3:-1] == (height, width)
+
+
+def test_memory_speeds_choose_the_allocator_before_cuda_starts_and_keep_a_users_own(monkeypatch):
+    monkeypatch.delenv(speed.ALLOCATOR_ENV, raising=False)
+    assert "default" in speed.configure_allocator("fast") and speed.ALLOCATOR_ENV not in os.environ
+    assert speed.MEMORY_ALLOCATOR in speed.configure_allocator("low_vram")
+    assert os.environ[speed.ALLOCATOR_ENV] == speed.MEMORY_ALLOCATOR
+    monkeypatch.setenv(speed.ALLOCATOR_ENV, "max_split_size_mb:512")
+    assert "yours, kept" in speed.configure_allocator("min_vram")
+    monkeypatch.delenv(speed.ALLOCATOR_ENV)
+    monkeypatch.setattr("torch.cuda.is_initialized", lambda: True)
+    assert "restart" in speed.configure_allocator("low_vram") and speed.ALLOCATOR_ENV not in os.environ

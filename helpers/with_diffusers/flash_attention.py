@@ -1,12 +1,8 @@
 """FlashAttention-4 (PyPI `flash-attn-4`) behind diffusers' attention dispatch, for Hopper and Blackwell GPUs.
 
-On an H200, at 480p and 720p video sizes, its forward kernel runs at 650-690 TFLOP/s against 555-580 for the fastest
-PyTorch SDPA kernel (cuDNN) and 350 for FlashAttention-2 (benchmarks/results/attention_h200.json). It computes the
-same attention in bf16, so the output changes only by rounding.
-
-The kernel is wrapped in a PyTorch custom op so that regionally compiled layers (`fullgraph=True`) call it without a
-graph break, and handed to diffusers as the function behind its `flash_4_hub` backend, which otherwise downloads the
-same kernel from the Hugging Face Hub. Nothing happens at import: `use_for(pipe)` does it when a preset asks.
+On an H200 at 480p and 720p it runs at 650-690 TFLOP/s against 555-580 for PyTorch's fastest kernel
+(benchmarks/results/attention_h200.json), with the same bf16 attention. A custom op lets compiled layers call it
+without a graph break; it fills diffusers' `flash_4_hub` backend, which would otherwise download the same kernel.
 """
 
 from __future__ import annotations
@@ -78,12 +74,8 @@ def attention_op() -> Any:
 
 
 def diffusers_backend() -> Any:
-    """diffusers' `flash_4_hub` attention backend, backed by the local kernel; returns its name.
-
-    The backend calls whatever function its registry entry holds, and downloads one from the Hub only while the
-    entry is empty; filling it with the local kernel means no download. Attention over fewer than
-    `MIN_QUERY_TOKENS` queries goes to diffusers' default (`native`, PyTorch SDPA) backend.
-    """
+    """diffusers' `flash_4_hub` backend with the local kernel in its registry entry (so nothing is downloaded);
+    returns its name. Attention over fewer than `MIN_QUERY_TOKENS` queries stays on PyTorch's SDPA."""
     from diffusers.models.attention_dispatch import _HUB_KERNELS_REGISTRY, AttentionBackendName, dispatch_attention_fn
 
     op = attention_op()
@@ -102,11 +94,8 @@ def diffusers_backend() -> Any:
 
 
 def use_for(pipe: Any) -> None:
-    """Route every attention call of `pipe.transformer` through FlashAttention-4.
-
-    The backend is set on each processor directly: `set_attention_backend` would also insist on the `kernels`
-    package, which only the Hub download needs.
-    """
+    """Route every attention call of `pipe.transformer` through FlashAttention-4, set on each processor directly
+    (`set_attention_backend` would insist on the `kernels` package, which only the Hub download needs)."""
     backend = diffusers_backend()
     for module in pipe.transformer.modules():
         processor = getattr(module, "processor", None)

@@ -137,11 +137,8 @@ def resolve(
     device: str = "auto",
     guardrails: str | bool | None = "auto",
 ) -> Checkpoint:
-    """MODEL as a folder for `from_pretrained`, with the device, dtype and guardrail setting to load it with.
-
-    `tiny` and `nano-random` are built once and cached; a local folder is checked for `model_index.json`; a Hugging
-    Face id is downloaded (or found in the local cache). Guardrails are checked last, once MODEL is known to load.
-    """
+    """MODEL as a folder for `from_pretrained` (random-weight ones built once, hub ids downloaded), with the device,
+    dtype and guardrail setting to load it with; guardrails are checked last, once MODEL is known to load."""
     target = choose_device(device)
     guardrails_wanted(guardrails, "hub")  # a bad value fails before any build or download
     if model == TINY_MODEL_NAME:

@@ -1,9 +1,6 @@
-"""What the vLLM-Omni notebook needs around its HTTP calls, and nothing of the calls themselves.
-
-The notebook writes out `openai.OpenAI(...)`, `client.images.generate(...)`, the `POST /v1/videos/sync` request and
-the job-polling loop. This module builds the request fields from a `GenerationSettings` (every setting is sent, so
-the server's own defaults never decide a generation), gives an httpx client whose error responses become
-`OmniAPIError` with the server's own message, and waits until a server is ready.
+"""What the vLLM-Omni notebook needs around its HTTP calls (which it writes out itself): request fields from a
+`GenerationSettings` (every setting is sent, so the server's defaults never decide), an httpx client whose error
+answers raise `OmniAPIError` with the server's message, and a wait until a server is ready.
 """
 
 from __future__ import annotations
@@ -131,10 +128,8 @@ def image_fields(
 def wait_for_server(
     base_url: str, *, deadline_s: float = 600.0, api_key: str | None = None, poll_s: float = 0.5
 ) -> list[str]:
-    """Poll `/health` until it answers 200, then return the model names `/v1/models` lists.
-
-    Raises `ServerUnavailableError` naming what was last seen and how to start a server.
-    """
+    """Poll `/health` until it answers 200, then return the model names `/v1/models` lists (or raise
+    `ServerUnavailableError` naming what was last seen and how to start a server)."""
     url = base_url.rstrip("/")
     deadline = time.monotonic() + deadline_s
     last = "no answer"

@@ -56,6 +56,9 @@ def _validation_message(errors: list[Any]) -> str:
 
 
 async def _http_exception(_: Request, exc: HTTPException) -> JSONResponse:
+    if isinstance(exc.__cause__, RecursionError):
+        # FastAPI's "There was an error parsing the body" for a JSON body nested too deeply for Python's decoder.
+        return error_response("Invalid JSON in request body: it is nested too deeply to parse.", exc.status_code)
     return error_response(str(exc.detail), exc.status_code)
 
 

@@ -2,16 +2,17 @@
 
 Two stages, as on the real server: FastAPI's own parsing (`Form`/`File` parameters and the JSON body model), whose
 failures become 400 validation errors naming `body.<field>`; then the request models and the checks of the
-form stage (JSON fields, model name, conditioning uploads), whose failures are 400 before any job exists.
+form stage (JSON fields, model name, the server's limits, conditioning uploads), whose failures are 400 before any
+job exists. Every value the stand-in reads is checked for its type and for being finite, so none reaches the
+pipeline as a 500 without a reason.
 """
 
 from __future__ import annotations
 
-import base64
+import asyncio
 import json
 import math
 import random
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,15 +21,19 @@ from fastapi import File, Form, HTTPException, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, field_validator
 
-from helpers import media, prompts
-from helpers.errors import MediaError
+from helpers import prompts
 from helpers.presets import GenerationSettings
+from omni_standin import references
+from omni_standin.limits import MAX_JSON_DEPTH, Limits
 
 VIDEO_DEFAULTS = {"width": 1280, "height": 720, "fps": 24.0, "steps": 35, "guidance_scale": 6.0, "flow_shift": 10.0}
 IMAGE_DEFAULTS = {"width": 1024, "height": 1024, "steps": 50, "guidance_scale": 7.0, "flow_shift": 3.0}
 DEFAULT_VIDEO_SEED = 42
-MAX_IMAGE_PIXELS = 7680 * 4320
 IMAGE_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg", "webp": "webp"}
+# vLLM-Omni 0.30's `parse_lora_request` reads the adapter's name and path under any of these keys.
+LORA_NAME_KEYS = ("name", "lora_name", "adapter")
+LORA_PATH_KEYS = ("local_path", "path", "lora_path", "lora_local_path")
+DEFAULT_LIMITS = Limits()
 SYSTEM_PROMPTS = ("dynamic", "en_vanilla", "en_recaption", "en_think_recaption", "en_unified", "custom")
 
 
@@ -48,6 +53,7 @@ class GenerationRequest:
     n: int = 1
     # Seconds of sound in the MP4: `sound_duration`, else `audio_duration`, else num_frames / fps (vLLM-Omni's order).
     sound_duration_s: float | None = None
+    lora: dict[str, Any] | None = None
 
 
 class VideoRequest(BaseModel):
@@ -62,12 +68,12 @@ class VideoRequest(BaseModel):
     seconds: str | None = None
     fps: float | None = Field(None, ge=1, allow_inf_nan=False)
     num_inference_steps: int | None = Field(None, ge=1, le=200)
-    guidance_scale: float | None = Field(None, ge=0, le=20)
-    flow_shift: float | None = None
+    guidance_scale: float | None = Field(None, ge=0, le=20, allow_inf_nan=False)
+    flow_shift: float | None = Field(None, allow_inf_nan=False)
     negative_prompt: str | None = None
     seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
     generate_sound: bool | None = None
-    sound_duration: float | None = Field(None, gt=0)
+    sound_duration: float | None = Field(None, gt=0, allow_inf_nan=False)
     extra_params: dict[str, Any] | None = None
     lora: dict[str, Any] | None = None
     return_stage_metrics: bool | None = None
@@ -85,9 +91,9 @@ class ImageRequest(BaseModel):
     user: str | None = None
     negative_prompt: str | None = None
     num_inference_steps: int | None = Field(None, ge=1, le=200)
-    guidance_scale: float | None = Field(None, ge=0, le=20)
-    true_cfg_scale: float | None = Field(None, ge=0, le=20)
-    flow_shift: float | None = None
+    guidance_scale: float | None = Field(None, ge=0, le=20, allow_inf_nan=False)
+    true_cfg_scale: float | None = Field(None, ge=0, le=20, allow_inf_nan=False)
+    flow_shift: float | None = Field(None, allow_inf_nan=False)
     extra_params: dict[str, Any] | None = None
     seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
     generator_device: str | None = None
@@ -110,21 +116,114 @@ async def require_json(request: Request) -> None:
         raise RequestValidationError(errors=["Unsupported Media Type: Only 'application/json' is allowed"])
 
 
-def _json_field(raw: str | None) -> dict[str, Any] | list[Any] | None:
+def _too_deep(value: Any) -> bool:
+    """Whether `value` nests lists and objects more than MAX_JSON_DEPTH levels deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= MAX_JSON_DEPTH:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def _loads(text: str) -> Any:
+    """`json.loads`, with RecursionError also for a value that nests more than MAX_JSON_DEPTH levels."""
+    value = json.loads(text)
+    if _too_deep(value):
+        raise RecursionError
+    return value
+
+
+def parse_json(raw: str, field: str) -> Any:
+    """`raw` parsed, or a 400 that keeps vLLM-Omni's `Invalid JSON in form field.` and says where and why."""
+    try:
+        return _loads(raw)
+    except json.JSONDecodeError as exc:
+        raise HTTPException(400, f"Invalid JSON in form field. {field}: {exc}.") from None
+    except RecursionError:
+        raise HTTPException(
+            400, f"Invalid JSON in form field. {field}: nested more than {MAX_JSON_DEPTH} levels deep."
+        ) from None
+
+
+def _json_object(raw: str | None, field: str) -> dict[str, Any] | None:
     if raw is None:
         return None
+    value = parse_json(raw, field)
+    if not isinstance(value, dict):
+        got = type(value).__name__
+        raise HTTPException(
+            400, f"Invalid JSON in form field: expected dict, got {got}. {field} must be a JSON object."
+        )
+    return value
+
+
+def check_prompt(prompt: str) -> None:
+    """A prompt that starts like a JSON object is read as a structured caption, so it must not nest too deeply."""
+    if not prompt.lstrip().startswith("{"):
+        return
     try:
-        value = json.loads(raw)
+        _loads(prompt)
     except json.JSONDecodeError:
-        raise HTTPException(400, "Invalid JSON in form field.") from None
-    return value
+        return  # plain text that happens to start with a brace
+    except RecursionError:
+        raise HTTPException(
+            400, f"Invalid JSON in prompt: a JSON prompt may nest at most {MAX_JSON_DEPTH} levels."
+        ) from None
 
 
-def _json_object(raw: str | None) -> dict[str, Any] | None:
-    value = _json_field(raw)
-    if value is not None and not isinstance(value, dict):
-        raise HTTPException(400, f"Invalid JSON in form field: expected dict, got {type(value).__name__}.")
-    return value
+def check_lora(lora: dict[str, Any] | None) -> None:
+    """vLLM-Omni 0.30's checks of a `lora` object (400 on failure); the stand-in loads no adapter (§9)."""
+    if lora is None:
+        return
+    name = next((lora[k] for k in LORA_NAME_KEYS if lora.get(k)), None)
+    path = next((lora[k] for k in LORA_PATH_KEYS if lora.get(k)), None)
+    if not name or not path:
+        raise HTTPException(400, "Invalid lora object: both name and path are required.")
+    for key, kind, noun in (("scale", float, "a finite number"), ("int_id", int, "an integer")):
+        if key not in lora:
+            continue
+        try:
+            ok = not isinstance(lora[key], bool) and math.isfinite(kind(lora[key]))
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+        if not ok:
+            raise HTTPException(400, f"Invalid lora object: {key} must be {noun}, got {_shown(lora[key])}.")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _extra_bool(extra: dict[str, Any], keys: tuple[str, ...], default: bool) -> bool:
+    """The first of `keys` present in `extra_params`, which must be a JSON boolean."""
+    for key in keys:
+        if key in extra:
+            if not isinstance(extra[key], bool):
+                got = _shown(extra[key])
+                raise HTTPException(400, f"Invalid extra_params.{key}: expected true or false, got {got}.")
+            return extra[key]
+    return default
+
+
+def _extra_number(
+    extra: dict[str, Any], keys: tuple[str, ...], default: float | None, positive: bool = False
+) -> float | None:
+    """The first of `keys` present in `extra_params`, which must be a finite (and, if asked, positive) number."""
+    for key in keys:
+        if key in extra:
+            value = extra[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise HTTPException(400, f"Invalid extra_params.{key}: expected a finite number, got {_shown(value)}.")
+            if positive and value <= 0:
+                raise HTTPException(400, f"Invalid extra_params.{key}: must be greater than 0, got {value}.")
+            return float(value)
+    return default
 
 
 def check_model(requested: str | None, served: str) -> None:
@@ -150,60 +249,48 @@ def parse_size(size: str) -> tuple[int, int]:
     return width, height
 
 
-def _decode(data: bytes, suffix: str) -> tuple[Any, list[Any] | None]:
-    """(image, None) or (None, frames), sniffed from the content: PIL first, then the video decoder."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / f"reference{suffix}"
-        path.write_bytes(data)
-        try:
-            return media.load_image(path), None
-        except MediaError:
-            pass
-        try:
-            return None, media.load_video(path)
-        except MediaError:
-            return None, None
-
-
-def _data_url_bytes(url: str, field_name: str, key: str) -> bytes:
-    if url.startswith("data:"):
-        try:
-            return base64.b64decode(url.split(",", 1)[1], validate=True)
-        except (IndexError, ValueError):
-            raise HTTPException(400, f"Invalid {field_name}.{key}: malformed data URL.") from None
-    if url.startswith(("http://", "https://")):
-        import httpx
-
-        try:
-            response = httpx.get(url, timeout=30.0, follow_redirects=False)
-        except httpx.HTTPError as exc:
-            raise HTTPException(
-                400, f"Invalid {field_name}.{key}: could not download ({type(exc).__name__})."
-            ) from None
-        if response.status_code != 200:
-            raise HTTPException(400, f"Invalid {field_name}.{key}: server returned HTTP {response.status_code}.")
-        return response.content
-    raise HTTPException(400, f"Invalid {field_name}.{key}: must be an http(s) URL or data URL.")
-
-
-def _reference_bytes(raw: str | None, field_name: str, key: str) -> bytes | None:
-    value = _json_field(raw)
-    if value is None:
+def _reference_url(raw: str | None, field: str, key: str) -> str | None:
+    """The URL of an `image_reference`/`video_reference` field: one object, or a list of one."""
+    if raw is None:
         return None
+    value = parse_json(raw, field)
     if isinstance(value, list) and len(value) == 1:
         value = value[0]
     if isinstance(value, dict) and "file_id" in value:
-        raise HTTPException(400, f"Invalid {field_name}: file_id is not supported yet.")
+        raise HTTPException(400, f"Invalid {field}: file_id is not supported yet.")
     if not isinstance(value, dict) or not isinstance(value.get(key), str):
-        raise HTTPException(400, f'Invalid {field_name}: expected an object like {{"{key}": "..."}}.')
-    return _data_url_bytes(value[key], field_name, key)
+        raise HTTPException(400, f'Invalid {field}: expected an object like {{"{key}": "..."}}.')
+    url = value[key]
+    if not url.startswith(("data:", "http://", "https://")):
+        raise HTTPException(400, f"Invalid {field}.{key}: must be an http(s) URL or data URL.")
+    return url
+
+
+async def _url_bytes(url: str, where: str, limits: Limits, policy: references.FetchPolicy) -> bytes:
+    if url.startswith("data:"):
+        return await asyncio.to_thread(references.data_url_bytes, url, where)
+    return await references.fetch(url, where, limits, policy)
+
+
+def _sniff(data: bytes, limits: Limits, scratch: Path) -> tuple[Any, list[Any] | None]:
+    """(image, None) or (None, frames) from an upload, by its content: PIL first, then the video decoder."""
+    image = references.decode_image(data, "input_reference", limits)
+    if image is not None:
+        return image, None
+    return None, references.decode_video(data, "input_reference", limits, scratch, references.REFERENCE_VIDEO_FRAMES)
+
+
+def _dimension(text: str) -> int:
+    if len(text) > 18:
+        raise HTTPException(400, f"Invalid size: {text[:20]}... is not a usable width or height.")
+    return int(text)
 
 
 def _video_size(form: VideoRequest, image: Any, video: list[Any] | None) -> tuple[int, int]:
     if form.size:
         # The field's pattern already holds digits only. vLLM-Omni checks the values later than the image route
         # does, with a bare ValueError: 400 BadRequestError on /v1/videos, 500 "Video generation failed" on sync.
-        width, height = (int(v) for v in form.size.split("x"))
+        width, height = (_dimension(v) for v in form.size.split("x"))
         if width <= 0 or height <= 0:
             raise ValueError(f"Invalid size: {form.size}. Width and height must be positive integers.")
         return width, height
@@ -225,14 +312,49 @@ def _round_frames(num_frames: int) -> int:
 
 @dataclass
 class VideoUpload:
-    """A parsed video form: the validated fields plus the raw conditioning, decoded by `resolve`."""
+    """A parsed video form: the validated fields plus the raw conditioning, decoded by `conditioning`."""
 
     form: VideoRequest
     input_reference: bytes | None
     image_reference: str | None
     video_reference: str | None
 
-    def conditioning(self) -> tuple[Any, list[Any] | None]:
+    def _fps(self) -> float:
+        return self.form.fps or VIDEO_DEFAULTS["fps"]
+
+    def _num_frames(self, limits: Limits) -> int:
+        """The frames generated (4k+1), refused over `--max-num-frames` before any of them costs anything."""
+        form = self.form
+        if form.num_frames is not None:
+            asked: float = form.num_frames
+        elif form.seconds is not None:
+            asked = float(form.seconds) * self._fps()  # a float: `seconds` may have thousands of digits
+        else:
+            asked = 1  # the sampling-params sentinel Cosmos 3 receives when num_frames is omitted
+        limits.check_frames(asked)
+        num_frames = _round_frames(int(asked))
+        limits.check_frames(num_frames)
+        return num_frames
+
+    def _sound(self, num_frames: int, limits: Limits) -> tuple[bool, float | None]:
+        """(generate sound, its length in seconds if given), from the form and its `extra_params` aliases."""
+        extra = self.form.extra_params or {}
+        sound = _extra_bool(extra, ("generate_sound", "sound_gen"), bool(self.form.generate_sound))
+        seconds = _extra_number(extra, ("sound_duration", "audio_duration"), self.form.sound_duration, positive=True)
+        if sound:
+            limits.check_sound(num_frames / self._fps() if seconds is None else seconds)
+        return sound, seconds
+
+    def check_limits(self, limits: Limits) -> None:
+        """What the request's own fields decide (frames, sound, an explicit size), before any reference is read."""
+        num_frames = self._num_frames(limits)
+        self._sound(num_frames, limits)
+        if self.form.size or (self.form.width and self.form.height):
+            limits.check_video(*_video_size(self.form, None, None), num_frames)
+
+    async def conditioning(
+        self, limits: Limits, policy: references.FetchPolicy, scratch: Path
+    ) -> tuple[Any, list[Any] | None]:
         """(image, video frames) from whichever reference was sent; the checks of the contract's §4."""
         if self.input_reference is not None and (self.image_reference or self.video_reference):
             raise HTTPException(
@@ -241,48 +363,53 @@ class VideoUpload:
                 "input_reference; image_reference and video_reference may be combined.",
             )
         if self.input_reference is not None:
-            image, video = _decode(self.input_reference, "")
+            image, video = await asyncio.to_thread(_sniff, self.input_reference, limits, scratch)
             if image is None and video is None:
                 raise HTTPException(400, "Invalid input_reference: provided content is not a valid image or video.")
             return image, video
+        image_url = _reference_url(self.image_reference, "image_reference", "image_url")
+        video_url = _reference_url(self.video_reference, "video_reference", "video_url")
         image = video = None
-        image_bytes = _reference_bytes(self.image_reference, "image_reference", "image_url")
-        if image_bytes is not None:
-            image, _ = _decode(image_bytes, "")
+        if image_url is not None:
+            data = await _url_bytes(image_url, "image_reference.image_url", limits, policy)
+            image = await asyncio.to_thread(references.decode_image, data, "image_reference", limits)
             if image is None:
                 raise HTTPException(400, "Invalid image_reference: provided content is not a valid image.")
-        video_bytes = _reference_bytes(self.video_reference, "video_reference", "video_url")
-        if video_bytes is not None:
-            _, video = _decode(video_bytes, ".mp4")
+        if video_url is not None:
+            data = await _url_bytes(video_url, "video_reference.video_url", limits, policy)
+            video = await asyncio.to_thread(
+                references.decode_video, data, "video_reference", limits, scratch, references.REFERENCE_VIDEO_FRAMES
+            )
             if video is None:
                 raise HTTPException(400, "Invalid video_reference: provided content is not a valid video.")
         return image, video
 
-    def generation_request(self, default_flow_shift: float | None) -> GenerationRequest:
+    def generation_request(
+        self,
+        default_flow_shift: float | None,
+        limits: Limits = DEFAULT_LIMITS,
+        image: Any = None,
+        video: list[Any] | None = None,
+    ) -> GenerationRequest:
         """Settings with the server's defaults filled in (video branch: seed 42, 24 fps, 35 steps, ...)."""
         form = self.form
-        extra = dict(form.extra_params or {})
-        image, video = self.conditioning()
+        extra = form.extra_params or {}
+        num_frames = self._num_frames(limits)
         width, height = _video_size(form, image, video)
-        fps = form.fps or VIDEO_DEFAULTS["fps"]
-        if form.num_frames is not None:
-            num_frames = form.num_frames
-        elif form.seconds is not None:
-            num_frames = int(int(form.seconds) * fps)
-        else:
-            num_frames = 1  # the sampling-params sentinel Cosmos 3 receives when num_frames is omitted
-        sound = bool(extra.get("generate_sound", extra.get("sound_gen", form.generate_sound or False)))
-        flow_shift = extra.get("flow_shift", form.flow_shift)
+        limits.check_video(width, height, num_frames)
+        sound, sound_seconds = self._sound(num_frames, limits)
+        flow_shift = _extra_number(extra, ("flow_shift",), form.flow_shift)
         if flow_shift is None:
             flow_shift = default_flow_shift or VIDEO_DEFAULTS["flow_shift"]
         mode = "v2v" if video is not None else ("i2v" if image is not None else "t2v")
         if sound and mode != "v2v":
             mode += "_sound"
+        fps = self._fps()
         settings = GenerationSettings(
             mode=mode,
             width=width,
             height=height,
-            num_frames=_round_frames(num_frames),
+            num_frames=num_frames,
             fps=int(fps) if float(fps).is_integer() else fps,  # type: ignore[arg-type]
             num_inference_steps=form.num_inference_steps or VIDEO_DEFAULTS["steps"],
             guidance_scale=VIDEO_DEFAULTS["guidance_scale"] if form.guidance_scale is None else form.guidance_scale,
@@ -297,10 +424,11 @@ class VideoUpload:
             settings=settings,
             image=image,
             video=video,
-            safety_check=extra.get("guardrails", True) is not False,
-            resolution_template=bool(extra.get("use_resolution_template", False)),
-            duration_template=bool(extra.get("use_duration_template", False)),
-            sound_duration_s=extra.get("sound_duration", extra.get("audio_duration", form.sound_duration)),
+            safety_check=_extra_bool(extra, ("guardrails",), True),
+            resolution_template=_extra_bool(extra, ("use_resolution_template",), False),
+            duration_template=_extra_bool(extra, ("use_duration_template",), False),
+            sound_duration_s=sound_seconds,
+            lora=form.lora,
         )
 
 
@@ -345,28 +473,25 @@ async def video_form(
         seed=seed,
         generate_sound=generate_sound,
         sound_duration=sound_duration,
-        extra_params=_json_object(extra_params),
-        lora=_json_object(lora),
+        extra_params=_json_object(extra_params, "extra_params"),
+        lora=_json_object(lora, "lora"),
         return_stage_metrics=return_stage_metrics,
         quality=quality,
     )
+    check_prompt(prompt)
     upload = await input_reference.read() if input_reference is not None else None
     return VideoUpload(request, upload, image_reference, video_reference)
 
 
-def image_generation_request(body: ImageRequest, max_pixels: int) -> GenerationRequest:
+def image_generation_request(body: ImageRequest, limits: Limits) -> GenerationRequest:
     """Text-to-image settings with the T2I defaults (1024x1024, 50 steps, guidance 7, shift 3, random seed)."""
     if body.use_system_prompt is not None and body.use_system_prompt not in SYSTEM_PROMPTS:
         raise HTTPException(400, f"Invalid use_system_prompt {body.use_system_prompt!r}: use one of {SYSTEM_PROMPTS}.")
+    check_prompt(body.prompt)
     width, height = parse_size(body.size) if body.size else (IMAGE_DEFAULTS["width"], IMAGE_DEFAULTS["height"])
-    if width * height > max_pixels:
-        raise HTTPException(
-            400,
-            f"Requested image size {width}x{height} exceeds the maximum allowed size of {max_pixels} pixels. "
-            "Use a smaller size or raise --max-generated-image-size.",
-        )
-    extra = dict(body.extra_params or {})
-    flow_shift = extra.get("flow_shift", body.flow_shift)
+    limits.check_image(width, height)
+    extra = body.extra_params or {}
+    flow_shift = _extra_number(extra, ("flow_shift",), body.flow_shift)
     settings = GenerationSettings(
         mode="t2i",
         width=width,
@@ -384,10 +509,11 @@ def image_generation_request(body: ImageRequest, max_pixels: int) -> GenerationR
         prompt=body.prompt,
         negative_prompt=body.negative_prompt or "",
         settings=settings,
-        safety_check=extra.get("guardrails", True) is not False,
-        resolution_template=bool(extra.get("use_resolution_template", False)),
-        duration_template=bool(extra.get("use_duration_template", False)),
+        safety_check=_extra_bool(extra, ("guardrails",), True),
+        resolution_template=_extra_bool(extra, ("use_resolution_template",), False),
+        duration_template=_extra_bool(extra, ("use_duration_template",), False),
         n=body.n,
+        lora=body.lora,
     )
 
 

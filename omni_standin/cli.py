@@ -17,17 +17,22 @@ import asyncio
 import ipaddress
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
 from helpers.with_diffusers.speed import SPEEDS
 from helpers.with_vllm_omni.local_server import READY_LINE, SERVER_KEY_ENV
 from omni_standin import limits
+
+if TYPE_CHECKING:
+    from omni_standin.engine import DiffusersEngine
+    from omni_standin.storage import Storage
 
 log = logging.getLogger("uvicorn.error")
 # After a stop signal: how long requests in flight may take to answer, then how long the worker may take to reach
@@ -185,19 +190,26 @@ def main(argv: list[str] | None = None) -> int:
         )
     threading.Thread(target=load, name="load-model", daemon=True).start()
     storage.start_sweeper()
+    # uvicorn raises a stop signal again once it has shut down. As KeyboardInterrupt, Python's own answer to
+    # SIGINT, it lets the cleanup below run before the process ends; the default action for SIGTERM would not.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         server.run()
     finally:
-        if state.engine is not None:
-            state.engine.stop()
-        idle = state.engine is None or state.engine.wait_idle(WORKER_STOP_S)
-        storage.close()
+        _clean_up(state.engine, storage)
+    return 1 if failure else 0
+
+
+def _clean_up(engine: DiffusersEngine | None, storage: Storage) -> None:
+    if engine is not None:
+        engine.stop()
+    idle = engine is None or engine.wait_idle(WORKER_STOP_S)
+    storage.close()
     if not idle:
-        # The worker is inside a decoder or encoder that cannot be interrupted; waiting for it at interpreter exit
-        # could take minutes.
+        # The worker is inside a step that cannot be interrupted (the MP4 encoder, a long denoising step); the
+        # interpreter would wait for it at exit, for minutes perhaps.
         log.error("The generation in progress did not stop within %.0f s; exiting without it.", WORKER_STOP_S)
         os._exit(1)
-    return 1 if failure else 0
 
 
 class _Server(uvicorn.Server):

@@ -68,8 +68,9 @@ class Generated:
 class DiffusersEngine:
     """Owns the pipeline and a single worker thread; `submit` queues work first in, first out.
 
-    Work stops early at checkpoints (before it starts, after every denoising step, after decoding) once its
-    `cancel` event is set or `stop` is called; the decoder and the encoder themselves cannot be interrupted.
+    Work stops early at checkpoints once its `cancel` event is set or `stop` is called: before it starts, at every
+    frame chunk the VAE encodes or decodes, after every denoising step, and before the MP4 is encoded; only the MP4
+    encoder itself cannot be interrupted.
     """
 
     def __init__(self, pipe: Cosmos3OmniPipeline, checkpoint: Checkpoint):
@@ -80,11 +81,14 @@ class DiffusersEngine:
         self._stopping = threading.Event()
         self._pending: set[Future[Any]] = set()
         self._lock = threading.Lock()
+        self._active: threading.Event | None = None  # the cancel event of the generation running now
+        # The VAE encodes and decodes a video a few frames at a time, one call of these modules each: checking
+        # there makes a 720p decode (seconds on a GPU, minutes on a CPU) stoppable too.
+        pipe.vae.encoder.register_forward_pre_hook(self._vae_check("while encoding its conditioning"))
+        pipe.vae.decoder.register_forward_pre_hook(self._vae_check("while decoding"))
         # No token spans more characters than the longest vocabulary entry, so a prompt's first
         # MAX_PROMPT_TOKENS tokens lie within this many characters: longer text need not be tokenized at all.
-        tokenizer = getattr(pipe, "text_tokenizer", None)
-        longest = max(map(len, tokenizer.get_vocab()), default=1) if tokenizer is not None else 1
-        self._prompt_chars = MAX_PROMPT_TOKENS * longest
+        self._prompt_chars = MAX_PROMPT_TOKENS * max(map(len, pipe.text_tokenizer.get_vocab()))
 
     @classmethod
     def load(
@@ -109,9 +113,11 @@ class DiffusersEngine:
             self._pending.discard(future)
 
     def stop(self) -> None:
-        """Stop the running generation at its next checkpoint and drop the queued ones, without waiting."""
+        """Stop the running generation at its next checkpoint, and the queued ones as they start, without waiting."""
         self._stopping.set()
-        self._worker.shutdown(wait=False, cancel_futures=True)
+        # Not cancel_futures: a cancelled future gives its waiter CancelledError, while each queued piece of work,
+        # run now, raises JobCancelled at its first checkpoint, which every caller answers properly.
+        self._worker.shutdown(wait=False)
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Whether the worker finished everything it had within `timeout_s`."""
@@ -119,15 +125,20 @@ class DiffusersEngine:
             pending = list(self._pending)
         return not concurrent.futures.wait(pending, timeout=timeout_s).not_done
 
+    def _vae_check(self, stage: str) -> Callable[..., None]:
+        def hook(_module: Any, _args: Any) -> None:
+            if self._active is not None:
+                self._check(self._active, stage)
+
+        return hook
+
     def _check(self, cancel: threading.Event | None, stage: str) -> None:
         if self._stopping.is_set() or (cancel is not None and cancel.is_set()):
             raise JobCancelled(stage)
 
     def _cut(self, text: str, field: str) -> str:
         """`text` cut to MAX_PROMPT_TOKENS tokens with a warning, as Cosmos 3 on vLLM-Omni cuts its prompts."""
-        tokenizer = getattr(self.pipe, "text_tokenizer", None)
-        if tokenizer is None or len(text) <= MAX_PROMPT_TOKENS:
-            return text
+        tokenizer = self.pipe.text_tokenizer
         head = text[: self._prompt_chars]
         ids = tokenizer(head, add_special_tokens=False)["input_ids"]
         if len(ids) <= MAX_PROMPT_TOKENS and len(head) == len(text):
@@ -141,6 +152,13 @@ class DiffusersEngine:
         if request.image is not None and request.video is not None:
             raise HTTPException(400, "This diffusion model does not support mixed image and video references.")
         check_lora(request.lora)
+        self._active = cancel
+        try:
+            return self._generate(request, cancel, generator)
+        finally:
+            self._active = None
+
+    def _generate(self, request: GenerationRequest, cancel: threading.Event | None, generator: Any) -> Any:
         return calls.generate(
             self.pipe,
             self._cut(request.prompt, "prompt"),
@@ -156,8 +174,10 @@ class DiffusersEngine:
         )
 
     def _step_check(self, cancel: threading.Event) -> Callable[..., dict[str, Any]]:
-        def callback(_pipe: Any, _step: int, _timestep: Any, callback_kwargs: dict[str, Any]) -> dict[str, Any]:
+        def callback(pipe: Any, step: int, _timestep: Any, callback_kwargs: dict[str, Any]) -> dict[str, Any]:
             self._check(cancel, "while denoising")
+            if step + 1 == pipe.num_timesteps:
+                log.info("Denoising finished at step %d; decoding.", step + 1)
             return callback_kwargs
 
         return callback

@@ -142,12 +142,11 @@ def parse_json(raw: str, field: str) -> Any:
     """`raw` parsed, or a 400 that keeps vLLM-Omni's `Invalid JSON in form field.` and says where and why."""
     try:
         return _loads(raw)
-    except json.JSONDecodeError as exc:
-        raise HTTPException(400, f"Invalid JSON in form field. {field}: {exc}.") from None
     except RecursionError:
-        raise HTTPException(
-            400, f"Invalid JSON in form field. {field}: nested more than {MAX_JSON_DEPTH} levels deep."
-        ) from None
+        reason = f"nested more than {MAX_JSON_DEPTH} levels deep"
+    except ValueError as exc:  # a syntax error, or a number with more digits than Python converts
+        reason = str(exc)
+    raise HTTPException(400, f"Invalid JSON in form field. {field}: {reason}.")
 
 
 def _json_object(raw: str | None, field: str) -> dict[str, Any] | None:
@@ -163,7 +162,7 @@ def _json_object(raw: str | None, field: str) -> dict[str, Any] | None:
 
 
 def check_prompt(prompt: str) -> None:
-    """A prompt that starts like a JSON object is read as a structured caption, so it must not nest too deeply."""
+    """A prompt that starts like a JSON object is read as a structured caption, so it must be one Python can read."""
     if not prompt.lstrip().startswith("{"):
         return
     try:
@@ -171,9 +170,9 @@ def check_prompt(prompt: str) -> None:
     except json.JSONDecodeError:
         return  # plain text that happens to start with a brace
     except RecursionError:
-        raise HTTPException(
-            400, f"Invalid JSON in prompt: a JSON prompt may nest at most {MAX_JSON_DEPTH} levels."
-        ) from None
+        raise HTTPException(400, f"Invalid JSON in prompt: it nests more than {MAX_JSON_DEPTH} levels deep.") from None
+    except ValueError as exc:
+        raise HTTPException(400, f"Invalid JSON in prompt: {exc}.") from None
 
 
 def check_lora(lora: dict[str, Any] | None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import io
 import json
 import logging
@@ -57,6 +58,7 @@ class ServerState:
     fetch_policy: FetchPolicy = field(default_factory=FetchPolicy)
     engine: DiffusersEngine | None = None
     created: int = field(default_factory=lambda: int(time.time()))
+    jobs: VideoJobs = field(init=False)
 
     def __post_init__(self) -> None:
         self.jobs = VideoJobs(self.storage)
@@ -245,7 +247,9 @@ def create_app(state: ServerState) -> FastAPI:
         cancel = threading.Event()
         watcher = asyncio.create_task(_cancel_on_disconnect(http_request, cancel))
         path = state.storage.partial_path(f"video_sync-{uuid.uuid4().hex}.mp4")
-        future = asyncio.wrap_future(engine.submit(engine.video, request, path, cancel, None, True))
+        future = asyncio.wrap_future(
+            engine.submit(functools.partial(engine.video, request, path, cancel, read_back=True))
+        )
         try:
             result: Generated = await asyncio.wait_for(asyncio.shield(future), timeout)
         except TimeoutError:

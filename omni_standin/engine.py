@@ -23,8 +23,9 @@ from cookbook_tools.pipelines import load_pipeline
 from helpers import environment, media
 from helpers.with_diffusers import calls
 from helpers.with_diffusers.loading import Checkpoint
-from omni_standin.forms import GenerationRequest, check_lora
+from omni_standin.forms import GenerationRequest
 from omni_standin.limits import MAX_PROMPT_TOKENS
+from omni_standin.values import check_lora
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -86,9 +87,7 @@ class DiffusersEngine:
         # there makes a 720p decode (seconds on a GPU, minutes on a CPU) stoppable too.
         pipe.vae.encoder.register_forward_pre_hook(self._vae_check("while encoding its conditioning"))
         pipe.vae.decoder.register_forward_pre_hook(self._vae_check("while decoding"))
-        # No token spans more characters than the longest vocabulary entry, so a prompt's first
-        # MAX_PROMPT_TOKENS tokens lie within this many characters: longer text need not be tokenized at all.
-        self._prompt_chars = MAX_PROMPT_TOKENS * max(map(len, pipe.text_tokenizer.get_vocab()))
+        self._counter: tuple[Any, int] | None = None  # see `_counting_tokenizer`
 
     @classmethod
     def load(
@@ -136,10 +135,30 @@ class DiffusersEngine:
         if self._stopping.is_set() or (cancel is not None and cancel.is_set()):
             raise JobCancelled(stage)
 
+    def _counting_tokenizer(self) -> tuple[Any, int]:
+        """The tokenizer whose tokens a prompt is cut to, and how many characters its longest token spans.
+
+        The checkpoint's own, except for the tiny checkpoint: its one-token-per-byte toy stands in for Cosmos 3's
+        Qwen tokenizer (a cookbook prompt is 7,000 of its tokens and under 2,000 of Qwen's), so prompts are cut
+        where vLLM-Omni would cut them for Nano, and both notebooks keep seeing the same prompt. Loaded on first use.
+        """
+        if self._counter is None:
+            if self.checkpoint.source == "tiny":
+                from random_checkpoints import qwen_tokenizer
+
+                tokenizer = qwen_tokenizer()
+            else:
+                tokenizer = self.pipe.text_tokenizer
+            self._counter = (tokenizer, max(map(len, tokenizer.get_vocab())))
+        return self._counter
+
     def _cut(self, text: str, field: str) -> str:
         """`text` cut to MAX_PROMPT_TOKENS tokens with a warning, as Cosmos 3 on vLLM-Omni cuts its prompts."""
-        tokenizer = self.pipe.text_tokenizer
-        head = text[: self._prompt_chars]
+        if len(text.encode()) <= MAX_PROMPT_TOKENS:
+            return text  # every token covers at least one byte
+        tokenizer, longest = self._counting_tokenizer()
+        # The first MAX_PROMPT_TOKENS tokens lie within this many characters: the rest need not be tokenized.
+        head = text[: MAX_PROMPT_TOKENS * longest]
         ids = tokenizer(head, add_special_tokens=False)["input_ids"]
         if len(ids) <= MAX_PROMPT_TOKENS and len(head) == len(text):
             return text
@@ -152,6 +171,8 @@ class DiffusersEngine:
         if request.image is not None and request.video is not None:
             raise HTTPException(400, "This diffusion model does not support mixed image and video references.")
         check_lora(request.lora)
+        if request.lora:
+            log.warning("Generating without the requested LoRA adapter: the stand-in loads none.")
         self._active = cancel
         try:
             return self._generate(request, cancel, generator)

@@ -3,14 +3,13 @@
 Two stages, as on the real server: FastAPI's own parsing (`Form`/`File` parameters and the JSON body model), whose
 failures become 400 validation errors naming `body.<field>`; then the request models and the checks of the
 form stage (JSON fields, model name, the server's limits, conditioning uploads), whose failures are 400 before any
-job exists. Every value the stand-in reads is checked for its type and for being finite, so none reaches the
-pipeline as a 500 without a reason.
+job exists. Every value the stand-in reads is checked for its type and for being finite (`omni_standin.values`),
+so none reaches the pipeline as a 500 without a reason.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import random
 from dataclasses import dataclass
@@ -24,15 +23,13 @@ from pydantic import BaseModel, Field, field_validator
 from helpers import prompts
 from helpers.presets import GenerationSettings
 from omni_standin import references
-from omni_standin.limits import MAX_JSON_DEPTH, Limits
+from omni_standin.limits import Limits
+from omni_standin.values import check_prompt, extra_bool, extra_number, json_object, parse_json
 
 VIDEO_DEFAULTS = {"width": 1280, "height": 720, "fps": 24.0, "steps": 35, "guidance_scale": 6.0, "flow_shift": 10.0}
 IMAGE_DEFAULTS = {"width": 1024, "height": 1024, "steps": 50, "guidance_scale": 7.0, "flow_shift": 3.0}
 DEFAULT_VIDEO_SEED = 42
 IMAGE_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg", "webp": "webp"}
-# vLLM-Omni 0.30's `parse_lora_request` reads the adapter's name and path under any of these keys.
-LORA_NAME_KEYS = ("name", "lora_name", "adapter")
-LORA_PATH_KEYS = ("local_path", "path", "lora_path", "lora_local_path")
 DEFAULT_LIMITS = Limits()
 SYSTEM_PROMPTS = ("dynamic", "en_vanilla", "en_recaption", "en_think_recaption", "en_unified", "custom")
 
@@ -114,115 +111,6 @@ async def require_json(request: Request) -> None:
     """The images route takes JSON only; anything else is a 400 validation error, not a 415."""
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
         raise RequestValidationError(errors=["Unsupported Media Type: Only 'application/json' is allowed"])
-
-
-def _too_deep(value: Any) -> bool:
-    """Whether `value` nests lists and objects more than MAX_JSON_DEPTH levels deep (walked without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        for child in children:
-            if isinstance(child, dict | list):
-                if depth >= MAX_JSON_DEPTH:
-                    return True
-                stack.append((child, depth + 1))
-    return False
-
-
-def _loads(text: str) -> Any:
-    """`json.loads`, with RecursionError also for a value that nests more than MAX_JSON_DEPTH levels."""
-    value = json.loads(text)
-    if _too_deep(value):
-        raise RecursionError
-    return value
-
-
-def parse_json(raw: str, field: str) -> Any:
-    """`raw` parsed, or a 400 that keeps vLLM-Omni's `Invalid JSON in form field.` and says where and why."""
-    try:
-        return _loads(raw)
-    except RecursionError:
-        reason = f"nested more than {MAX_JSON_DEPTH} levels deep"
-    except ValueError as exc:  # a syntax error, or a number with more digits than Python converts
-        reason = str(exc)
-    raise HTTPException(400, f"Invalid JSON in form field. {field}: {reason}.")
-
-
-def _json_object(raw: str | None, field: str) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    value = parse_json(raw, field)
-    if not isinstance(value, dict):
-        got = type(value).__name__
-        raise HTTPException(
-            400, f"Invalid JSON in form field: expected dict, got {got}. {field} must be a JSON object."
-        )
-    return value
-
-
-def check_prompt(prompt: str) -> None:
-    """A prompt that starts like a JSON object is read as a structured caption, so it must be one Python can read."""
-    if not prompt.lstrip().startswith("{"):
-        return
-    try:
-        _loads(prompt)
-    except json.JSONDecodeError:
-        return  # plain text that happens to start with a brace
-    except RecursionError:
-        raise HTTPException(400, f"Invalid JSON in prompt: it nests more than {MAX_JSON_DEPTH} levels deep.") from None
-    except ValueError as exc:
-        raise HTTPException(400, f"Invalid JSON in prompt: {exc}.") from None
-
-
-def check_lora(lora: dict[str, Any] | None) -> None:
-    """vLLM-Omni 0.30's checks of a `lora` object (400 on failure); the stand-in loads no adapter (§9)."""
-    if lora is None:
-        return
-    name = next((lora[k] for k in LORA_NAME_KEYS if lora.get(k)), None)
-    path = next((lora[k] for k in LORA_PATH_KEYS if lora.get(k)), None)
-    if not name or not path:
-        raise HTTPException(400, "Invalid lora object: both name and path are required.")
-    for key, kind, noun in (("scale", float, "a finite number"), ("int_id", int, "an integer")):
-        if key not in lora:
-            continue
-        try:
-            ok = not isinstance(lora[key], bool) and math.isfinite(kind(lora[key]))
-        except (TypeError, ValueError, OverflowError):
-            ok = False
-        if not ok:
-            raise HTTPException(400, f"Invalid lora object: {key} must be {noun}, got {_shown(lora[key])}.")
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _extra_bool(extra: dict[str, Any], keys: tuple[str, ...], default: bool) -> bool:
-    """The first of `keys` present in `extra_params`, which must be a JSON boolean."""
-    for key in keys:
-        if key in extra:
-            if not isinstance(extra[key], bool):
-                got = _shown(extra[key])
-                raise HTTPException(400, f"Invalid extra_params.{key}: expected true or false, got {got}.")
-            return extra[key]
-    return default
-
-
-def _extra_number(
-    extra: dict[str, Any], keys: tuple[str, ...], default: float | None, positive: bool = False
-) -> float | None:
-    """The first of `keys` present in `extra_params`, which must be a finite (and, if asked, positive) number."""
-    for key in keys:
-        if key in extra:
-            value = extra[key]
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise HTTPException(400, f"Invalid extra_params.{key}: expected a finite number, got {_shown(value)}.")
-            if positive and value <= 0:
-                raise HTTPException(400, f"Invalid extra_params.{key}: must be greater than 0, got {value}.")
-            return float(value)
-    return default
 
 
 def check_model(requested: str | None, served: str) -> None:
@@ -338,8 +226,8 @@ class VideoUpload:
     def _sound(self, num_frames: int, limits: Limits) -> tuple[bool, float | None]:
         """(generate sound, its length in seconds if given), from the form and its `extra_params` aliases."""
         extra = self.form.extra_params or {}
-        sound = _extra_bool(extra, ("generate_sound", "sound_gen"), bool(self.form.generate_sound))
-        seconds = _extra_number(extra, ("sound_duration", "audio_duration"), self.form.sound_duration, positive=True)
+        sound = extra_bool(extra, ("generate_sound", "sound_gen"), bool(self.form.generate_sound))
+        seconds = extra_number(extra, ("sound_duration", "audio_duration"), self.form.sound_duration, positive=True)
         if sound:
             limits.check_sound(num_frames / self._fps() if seconds is None else seconds)
         return sound, seconds
@@ -397,7 +285,7 @@ class VideoUpload:
         width, height = _video_size(form, image, video)
         limits.check_video(width, height, num_frames)
         sound, sound_seconds = self._sound(num_frames, limits)
-        flow_shift = _extra_number(extra, ("flow_shift",), form.flow_shift)
+        flow_shift = extra_number(extra, ("flow_shift",), form.flow_shift)
         if flow_shift is None:
             flow_shift = default_flow_shift or VIDEO_DEFAULTS["flow_shift"]
         mode = "v2v" if video is not None else ("i2v" if image is not None else "t2v")
@@ -423,9 +311,9 @@ class VideoUpload:
             settings=settings,
             image=image,
             video=video,
-            safety_check=_extra_bool(extra, ("guardrails",), True),
-            resolution_template=_extra_bool(extra, ("use_resolution_template",), False),
-            duration_template=_extra_bool(extra, ("use_duration_template",), False),
+            safety_check=extra_bool(extra, ("guardrails",), True),
+            resolution_template=extra_bool(extra, ("use_resolution_template",), False),
+            duration_template=extra_bool(extra, ("use_duration_template",), False),
             sound_duration_s=sound_seconds,
             lora=form.lora,
         )
@@ -472,8 +360,8 @@ async def video_form(
         seed=seed,
         generate_sound=generate_sound,
         sound_duration=sound_duration,
-        extra_params=_json_object(extra_params, "extra_params"),
-        lora=_json_object(lora, "lora"),
+        extra_params=json_object(extra_params, "extra_params"),
+        lora=json_object(lora, "lora"),
         return_stage_metrics=return_stage_metrics,
         quality=quality,
     )
@@ -490,7 +378,7 @@ def image_generation_request(body: ImageRequest, limits: Limits) -> GenerationRe
     width, height = parse_size(body.size) if body.size else (IMAGE_DEFAULTS["width"], IMAGE_DEFAULTS["height"])
     limits.check_image(width, height)
     extra = body.extra_params or {}
-    flow_shift = _extra_number(extra, ("flow_shift",), body.flow_shift)
+    flow_shift = extra_number(extra, ("flow_shift",), body.flow_shift)
     settings = GenerationSettings(
         mode="t2i",
         width=width,
@@ -508,9 +396,9 @@ def image_generation_request(body: ImageRequest, limits: Limits) -> GenerationRe
         prompt=body.prompt,
         negative_prompt=body.negative_prompt or "",
         settings=settings,
-        safety_check=_extra_bool(extra, ("guardrails",), True),
-        resolution_template=_extra_bool(extra, ("use_resolution_template",), False),
-        duration_template=_extra_bool(extra, ("use_duration_template",), False),
+        safety_check=extra_bool(extra, ("guardrails",), True),
+        resolution_template=extra_bool(extra, ("use_resolution_template",), False),
+        duration_template=extra_bool(extra, ("use_duration_template",), False),
         n=body.n,
         lora=body.lora,
     )

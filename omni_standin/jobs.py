@@ -13,7 +13,6 @@ worker stops at its next checkpoint) and waits for the job's task, so no file of
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import threading
@@ -33,7 +32,7 @@ from omni_standin.storage import Storage
 DEFAULT_SECONDS = "4"
 DEFAULT_FPS = 24.0
 ABORT_TIMEOUT_S = 2.0
-SHUTDOWN_MESSAGE = "The server shut down before this job finished."
+SHUTDOWN = "The server shut down before this job finished."
 log = logging.getLogger("uvicorn.error")
 
 
@@ -155,23 +154,22 @@ class VideoJobs:
         if job.deleted:
             self._forget(job.id)
         elif job.record["status"] != "failed":
-            self._fail(job, SHUTDOWN_MESSAGE)
+            self._fail_at_shutdown(job)
 
-    def _fail(self, job: Job, message: str) -> None:
-        job.record.update(status="failed", completed_at=int(time.time()), error={"code": 503, "message": message})
+    def _fail_at_shutdown(self, job: Job) -> None:
+        job.record.update(status="failed", completed_at=int(time.time()), error={"code": 503, "message": SHUTDOWN})
 
     def _forget(self, job_id: str) -> None:
         self._jobs.pop(job_id, None)
-        with contextlib.suppress(FileNotFoundError):
-            self._path(job_id).unlink()
+        self._path(job_id).unlink(missing_ok=True)
 
     def fail_unfinished(self) -> None:
         """At shutdown: every queued or running job fails now, and its work stops at the next checkpoint."""
         for job in list(self._jobs.values()):
             if job.record["status"] in ("queued", "in_progress"):
                 job.cancel.set()
-                self._fail(job, SHUTDOWN_MESSAGE)
-                log.warning("Job %s failed: %s", job.id, SHUTDOWN_MESSAGE)
+                self._fail_at_shutdown(job)
+                log.warning("Job %s failed: %s", job.id, SHUTDOWN)
 
     def get(self, job_id: str) -> Job:
         try:

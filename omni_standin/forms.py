@@ -168,8 +168,10 @@ def _sniff(data: bytes, limits: Limits, scratch: Path) -> tuple[Any, list[Any] |
 
 
 def _dimension(text: str) -> int:
-    if len(text) > 18:
-        raise HTTPException(400, f"Invalid size: {text[:20]}... is not a usable width or height.")
+    if len(text) > 18:  # int() refuses beyond 4,300 digits, and no limit is near 18
+        raise HTTPException(
+            400, f"Requested size has a side of {len(text)} digits, over any --max-generated-image-size."
+        )
     return int(text)
 
 

@@ -98,6 +98,16 @@ def check_lora(lora: dict[str, Any] | None) -> None:
             raise HTTPException(400, f"Invalid lora object: {key} must be {noun}, got {_shown(lora[key])}.")
 
 
+def _as_float(value: Any) -> float:
+    """A JSON number as a float: NaN for anything else, infinite for an integer too large for a float."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -121,9 +131,10 @@ def extra_number(
     for key in keys:
         if key in extra:
             value = extra[key]
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            number = _as_float(value)
+            if not math.isfinite(number):
                 raise HTTPException(400, f"Invalid extra_params.{key}: expected a finite number, got {_shown(value)}.")
-            if positive and value <= 0:
+            if positive and number <= 0:
                 raise HTTPException(400, f"Invalid extra_params.{key}: must be greater than 0, got {value}.")
-            return float(value)
+            return number
     return default

@@ -60,6 +60,22 @@ def png(width: int, height: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
 
 
+def black_video(path: Path, width: int, height: int, frames: int) -> bytes:
+    """An H.264 MP4 of black frames, encoded one frame at a time, so no clip is ever whole in memory."""
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=24, options={"preset": "ultrafast"})
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        frame = av.VideoFrame.from_ndarray(np.zeros((height, width, 3), np.uint8), format="rgb24")
+        for index in range(frames):
+            frame.pts = index
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    return path.read_bytes()
+
+
 def upload(data: bytes) -> dict[str, tuple[str, bytes, str]]:
     return {"input_reference": ("reference.png", data, "image/png")}
 
@@ -212,6 +228,21 @@ def test_requests_over_a_limit_get_a_400_naming_the_flag_at_once_while_others_ru
     assert http.get(f"/v1/videos/{busy['id']}").json()["status"] == "in_progress"  # none of them waited for it
     assert http.delete(f"/v1/videos/{busy['id']}").json()["deleted"] is True
     assert http.post("/v1/videos/sync", data={"prompt": "still serving", **SMALL}).status_code == 200
+
+
+def test_a_reference_video_is_decoded_only_as_far_as_cosmos_reads_it_and_never_oversized(
+    server: LocalServer, http: httpx.Client, tmp_path: Path
+) -> None:
+    long = black_video(tmp_path / "long.mp4", 512, 512, 400)  # 300 MB of pixels, were every frame decoded
+    before = rss_mb(server.process.pid)
+    response = http.post("/v1/videos/sync", data={"prompt": "go on", **SMALL}, files=upload(long))
+    assert response.status_code == 200, response.text
+    assert rss_mb(server.process.pid) - before < 150
+    huge = black_video(tmp_path / "huge.mp4", 7690, 4330, 1)  # one frame over the default 7680x4320 pixels
+    start = time.monotonic()
+    response = http.post("/v1/videos/sync", data={"prompt": "go on", **SMALL}, files=upload(huge))
+    assert_envelope(response, 400, "Bad Request", None, "--max-reference-image-size")
+    assert time.monotonic() - start < 1.0
 
 
 def test_a_megabyte_prompt_is_cut_to_4096_tokens_not_refused_or_run_whole(

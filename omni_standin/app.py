@@ -7,26 +7,27 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import io
 import json
 import logging
 import os
+import secrets
 import threading
 import time
 import uuid
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from omni_standin.engine import DiffusersEngine, Generated, JobCancelled
-from omni_standin.envelope import register_handlers
+from omni_standin.engine import DiffusersEngine, Generated, JobCancelled, describe
+from omni_standin.envelope import error_response, register_handlers
 from omni_standin.forms import (
-    MAX_IMAGE_PIXELS,
+    GenerationRequest,
     ImageRequest,
     VideoUpload,
     check_model,
@@ -36,6 +37,9 @@ from omni_standin.forms import (
     video_form,
 )
 from omni_standin.jobs import VideoJobs, failure_status
+from omni_standin.limits import Limits
+from omni_standin.references import FetchPolicy
+from omni_standin.storage import Storage
 
 SYNC_TIMEOUT_ENV = "VLLM_OMNI_VIDEO_SYNC_TIMEOUT"
 log = logging.getLogger("uvicorn.error")  # the server log's own stream, as in omni_standin.cli
@@ -47,17 +51,28 @@ class ServerState:
     """What the routes share. `engine` stays None until the model has loaded (then /health turns 200)."""
 
     served_model_name: str
-    storage: Path
+    storage: Storage
     api_key: str | None = None
     default_flow_shift: float | None = None
-    max_image_pixels: int = MAX_IMAGE_PIXELS
+    limits: Limits = field(default_factory=Limits)
+    fetch_policy: FetchPolicy = field(default_factory=FetchPolicy)
     engine: DiffusersEngine | None = None
     created: int = field(default_factory=lambda: int(time.time()))
+    jobs: VideoJobs = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.jobs = VideoJobs(self.storage)
 
     def ready_engine(self) -> DiffusersEngine:
         if self.engine is None:
             raise HTTPException(503, "No engine initialized")
         return self.engine
+
+    async def video_request(self, upload: VideoUpload) -> GenerationRequest:
+        """The form stage of both video routes: limits first, then the references, then the settings."""
+        upload.check_limits(self.limits)
+        image, video = await upload.conditioning(self.limits, self.fetch_policy, self.storage.partial)
+        return upload.generation_request(self.default_flow_shift, self.limits, image, video)
 
 
 def _model_card(state: ServerState) -> dict[str, Any]:
@@ -96,23 +111,59 @@ class BearerTokenMiddleware:
     """As in vLLM: with --api-key only /v1/* is guarded; /health stays open for probes.
 
     A plain ASGI middleware rather than `@app.middleware("http")`: Starlette's BaseHTTPMiddleware hides the client's
-    disconnect from the route, and the images route must see it to cancel the generation.
+    disconnect from the route, and the generation routes must see it to cancel their work.
     """
 
     def __init__(self, app: ASGIApp, api_key: str):
         self.app = app
-        self.expected = f"Bearer {api_key}".encode()
+        self.key = api_key.encode()
+
+    def authorized(self, header: bytes) -> bool:
+        scheme, _, token = header.strip().partition(b" ")
+        # The scheme is case-insensitive (RFC 9110 §11.1); compare_digest's time does not depend on how much of the
+        # key a guess gets right.
+        return scheme.lower() == b"bearer" and secrets.compare_digest(token.strip(), self.key)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] == "http"
             and scope["path"].startswith("/v1")
             and scope["method"] != "OPTIONS"
-            and dict(scope["headers"]).get(b"authorization") != self.expected
+            and not self.authorized(dict(scope["headers"]).get(b"authorization", b""))
         ):
             await JSONResponse({"error": "Unauthorized"}, status_code=401)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """Refuses a request body over --max-request-size: at once when its Content-Length says so, else as it arrives."""
+
+    def __init__(self, app: ASGIApp, limits: Limits):
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        try:
+            if declared.isdigit():
+                self.limits.check_bytes("request body", int(declared))
+        except HTTPException as exc:
+            await error_response(str(exc.detail), 400)(scope, receive, send)
+            return
+        received = 0
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            self.limits.check_bytes("request body", received)  # the route's body parsing re-raises it as a 400
+            return message
+
+        await self.app(scope, counted, send)
 
 
 async def _cancel_on_disconnect(request: Request, cancel: threading.Event, poll_s: float = 0.2) -> None:
@@ -121,14 +172,23 @@ async def _cancel_on_disconnect(request: Request, cancel: threading.Event, poll_
     cancel.set()
 
 
+def _stopped(engine: DiffusersEngine, what: str) -> Response:
+    """The answer for a generation stopped early: the server is going down (503), or the client left."""
+    if engine.stopping:
+        raise HTTPException(503, "The server is shutting down; the generation was stopped.")
+    log.info("%s generation cancelled: the client disconnected.", what)
+    return Response(status_code=499)  # nginx's "client closed request": nobody is left to read it
+
+
 def create_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="Cosmos 3 vLLM-Omni stand-in")
     app.state.omni = state
     register_handlers(app)
-    jobs = VideoJobs(state.storage)
+    jobs = state.jobs
 
+    app.add_middleware(BodyLimitMiddleware, limits=state.limits)
     if state.api_key:
-        app.add_middleware(BearerTokenMiddleware, api_key=state.api_key)
+        app.add_middleware(BearerTokenMiddleware, api_key=state.api_key)  # added last, so it runs first
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -144,7 +204,7 @@ def create_app(state: ServerState) -> FastAPI:
     async def generate_images(body: ImageRequest, http_request: Request) -> Response | dict[str, Any]:
         engine = state.ready_engine()
         check_model(body.model, state.served_model_name)
-        request = image_generation_request(body, state.max_image_pixels)
+        request = image_generation_request(body, state.limits)
         fmt = image_format(body.output_format)
         # As vLLM-Omni's @with_cancellation: a client that hangs up does not keep the model busy.
         cancel = threading.Event()
@@ -154,12 +214,11 @@ def create_app(state: ServerState) -> FastAPI:
                 engine.submit(engine.images, request, fmt, body.output_compression, cancel)
             )
         except JobCancelled:
-            log.info("Image generation cancelled: the client disconnected.")
-            raise HTTPException(499, "Client disconnected.") from None
+            return _stopped(engine, "Image")
         except HTTPException:
             raise
         except Exception as exc:
-            raise HTTPException(500, f"Image generation failed: {exc}") from exc
+            raise HTTPException(500, f"Image generation failed: {describe(exc)}") from exc
         finally:
             watcher.cancel()
         if body.response_format == "file":
@@ -176,24 +235,34 @@ def create_app(state: ServerState) -> FastAPI:
             "metrics": {"stage_durations": result.stage_durations, "peak_memory_mb": result.peak_memory_mb},
         }
 
-    @app.post("/v1/videos/sync")
-    async def create_video_sync(upload: Annotated[VideoUpload, Depends(video_form)]) -> Response:
+    @app.post("/v1/videos/sync", response_model=None)
+    async def create_video_sync(upload: Annotated[VideoUpload, Depends(video_form)], http_request: Request) -> Response:
         engine = state.ready_engine()
         check_model(upload.form.model, state.served_model_name)
         try:
-            request = upload.generation_request(state.default_flow_shift)
+            request = await state.video_request(upload)
         except ValueError as exc:
-            raise HTTPException(500, f"Video generation failed: {exc}") from None
+            raise HTTPException(500, f"Video generation failed: {describe(exc)}") from None
         timeout = _sync_timeout_s()
-        future = asyncio.wrap_future(engine.submit(engine.video, request))
+        cancel = threading.Event()
+        watcher = asyncio.create_task(_cancel_on_disconnect(http_request, cancel))
+        path = state.storage.partial_path(f"video_sync-{uuid.uuid4().hex}.mp4")
+        future = asyncio.wrap_future(
+            engine.submit(functools.partial(engine.video, request, path, cancel, read_back=True))
+        )
         try:
             result: Generated = await asyncio.wait_for(asyncio.shield(future), timeout)
         except TimeoutError:
+            cancel.set()  # nobody will receive the video: free the generator for the next request
             raise HTTPException(504, f"Video generation timed out after {timeout}s.") from None
+        except JobCancelled:
+            return _stopped(engine, "Video")
         except HTTPException:
             raise
         except Exception as exc:
-            raise HTTPException(500, f"Video generation failed: {exc}") from exc
+            raise HTTPException(500, f"Video generation failed: {describe(exc)}") from exc
+        finally:
+            watcher.cancel()
         return Response(
             result.data[0],
             media_type="video/mp4",
@@ -210,7 +279,7 @@ def create_app(state: ServerState) -> FastAPI:
     async def create_video(upload: Annotated[VideoUpload, Depends(video_form)]) -> dict[str, Any]:
         engine = state.ready_engine()
         check_model(upload.form.model, state.served_model_name)
-        request = upload.generation_request(state.default_flow_shift)
+        request = await state.video_request(upload)
         return jobs.create(engine, upload.form, request, state.served_model_name).record
 
     @app.get("/v1/videos")

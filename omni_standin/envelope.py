@@ -11,8 +11,10 @@ from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 # pydantic's wrapper markers that vLLM drops from `loc` when it names the failing parameter.
 _INTERNAL_LOC_PARTS = frozenset({"function-wrap", "function-after", "function-before", "function-plain", "union"})
@@ -59,6 +61,16 @@ async def _http_exception(_: Request, exc: HTTPException) -> JSONResponse:
     return error_response(str(exc.detail), exc.status_code)
 
 
+async def _starlette_http_exception(request: Request, exc: StarletteHTTPException) -> Response:
+    """FastAPI's own `{"detail": ...}`, except that a JSON body Python's decoder gave up on says why: FastAPI's
+    message for it, "There was an error parsing the body", does not."""
+    cause = exc.__cause__
+    if isinstance(cause, RecursionError | ValueError):
+        reason = "it is nested too deeply to parse" if isinstance(cause, RecursionError) else str(cause)
+        exc = StarletteHTTPException(exc.status_code, f"Invalid JSON in request body: {reason}.")
+    return await http_exception_handler(request, exc)
+
+
 async def _validation_exception(_: Request, exc: RequestValidationError) -> JSONResponse:
     errors = list(exc.errors())
     first = errors[0] if errors else None
@@ -76,6 +88,7 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
 
 def register_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, _http_exception)
+    app.add_exception_handler(StarletteHTTPException, _starlette_http_exception)
     app.add_exception_handler(RequestValidationError, _validation_exception)
     app.add_exception_handler(ValueError, _value_error)
     app.add_exception_handler(Exception, _unexpected)

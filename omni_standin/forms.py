@@ -2,16 +2,16 @@
 
 Two stages, as on the real server: FastAPI's own parsing (`Form`/`File` parameters and the JSON body model), whose
 failures become 400 validation errors naming `body.<field>`; then the request models and the checks of the
-form stage (JSON fields, model name, conditioning uploads), whose failures are 400 before any job exists.
+form stage (JSON fields, model name, the server's limits, conditioning uploads), whose failures are 400 before any
+job exists. Every value the stand-in reads is checked for its type and for being finite (`omni_standin.values`),
+so none reaches the pipeline as a 500 without a reason.
 """
 
 from __future__ import annotations
 
-import base64
-import json
+import asyncio
 import math
 import random
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,15 +20,17 @@ from fastapi import File, Form, HTTPException, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, field_validator
 
-from helpers import media, prompts
-from helpers.errors import MediaError
+from helpers import prompts
 from helpers.presets import GenerationSettings
+from omni_standin import references
+from omni_standin.limits import Limits
+from omni_standin.values import check_prompt, extra_bool, extra_number, json_object, parse_json
 
 VIDEO_DEFAULTS = {"width": 1280, "height": 720, "fps": 24.0, "steps": 35, "guidance_scale": 6.0, "flow_shift": 10.0}
 IMAGE_DEFAULTS = {"width": 1024, "height": 1024, "steps": 50, "guidance_scale": 7.0, "flow_shift": 3.0}
 DEFAULT_VIDEO_SEED = 42
-MAX_IMAGE_PIXELS = 7680 * 4320
 IMAGE_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg", "webp": "webp"}
+DEFAULT_LIMITS = Limits()
 SYSTEM_PROMPTS = ("dynamic", "en_vanilla", "en_recaption", "en_think_recaption", "en_unified", "custom")
 
 
@@ -51,6 +53,7 @@ class GenerationRequest:
     # A video reference keeps these latent frames clean (vLLM-Omni's default: the first two), read from that end.
     condition_frame_indexes: tuple[int, ...] = (0, 1)
     condition_video_keep: str = "first"
+    lora: dict[str, Any] | None = None
 
 
 class VideoRequest(BaseModel):
@@ -65,12 +68,12 @@ class VideoRequest(BaseModel):
     seconds: str | None = None
     fps: float | None = Field(None, ge=1, allow_inf_nan=False)
     num_inference_steps: int | None = Field(None, ge=1, le=200)
-    guidance_scale: float | None = Field(None, ge=0, le=20)
-    flow_shift: float | None = None
+    guidance_scale: float | None = Field(None, ge=0, le=20, allow_inf_nan=False)
+    flow_shift: float | None = Field(None, allow_inf_nan=False)
     negative_prompt: str | None = None
     seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
     generate_sound: bool | None = None
-    sound_duration: float | None = Field(None, gt=0)
+    sound_duration: float | None = Field(None, gt=0, allow_inf_nan=False)
     extra_params: dict[str, Any] | None = None
     lora: dict[str, Any] | None = None
     return_stage_metrics: bool | None = None
@@ -88,9 +91,9 @@ class ImageRequest(BaseModel):
     user: str | None = None
     negative_prompt: str | None = None
     num_inference_steps: int | None = Field(None, ge=1, le=200)
-    guidance_scale: float | None = Field(None, ge=0, le=20)
-    true_cfg_scale: float | None = Field(None, ge=0, le=20)
-    flow_shift: float | None = None
+    guidance_scale: float | None = Field(None, ge=0, le=20, allow_inf_nan=False)
+    true_cfg_scale: float | None = Field(None, ge=0, le=20, allow_inf_nan=False)
+    flow_shift: float | None = Field(None, allow_inf_nan=False)
     extra_params: dict[str, Any] | None = None
     seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
     generator_device: str | None = None
@@ -111,23 +114,6 @@ async def require_json(request: Request) -> None:
     """The images route takes JSON only; anything else is a 400 validation error, not a 415."""
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
         raise RequestValidationError(errors=["Unsupported Media Type: Only 'application/json' is allowed"])
-
-
-def _json_field(raw: str | None) -> dict[str, Any] | list[Any] | None:
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        raise HTTPException(400, "Invalid JSON in form field.") from None
-    return value
-
-
-def _json_object(raw: str | None) -> dict[str, Any] | None:
-    value = _json_field(raw)
-    if value is not None and not isinstance(value, dict):
-        raise HTTPException(400, f"Invalid JSON in form field: expected dict, got {type(value).__name__}.")
-    return value
 
 
 def check_model(requested: str | None, served: str) -> None:
@@ -153,60 +139,50 @@ def parse_size(size: str) -> tuple[int, int]:
     return width, height
 
 
-def _decode(data: bytes, suffix: str) -> tuple[Any, list[Any] | None]:
-    """(image, None) or (None, frames), sniffed from the content: PIL first, then the video decoder."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / f"reference{suffix}"
-        path.write_bytes(data)
-        try:
-            return media.load_image(path), None
-        except MediaError:
-            pass
-        try:
-            return None, media.load_video(path)
-        except MediaError:
-            return None, None
-
-
-def _data_url_bytes(url: str, field_name: str, key: str) -> bytes:
-    if url.startswith("data:"):
-        try:
-            return base64.b64decode(url.split(",", 1)[1], validate=True)
-        except (IndexError, ValueError):
-            raise HTTPException(400, f"Invalid {field_name}.{key}: malformed data URL.") from None
-    if url.startswith(("http://", "https://")):
-        import httpx
-
-        try:
-            response = httpx.get(url, timeout=30.0, follow_redirects=False)
-        except httpx.HTTPError as exc:
-            raise HTTPException(
-                400, f"Invalid {field_name}.{key}: could not download ({type(exc).__name__})."
-            ) from None
-        if response.status_code != 200:
-            raise HTTPException(400, f"Invalid {field_name}.{key}: server returned HTTP {response.status_code}.")
-        return response.content
-    raise HTTPException(400, f"Invalid {field_name}.{key}: must be an http(s) URL or data URL.")
-
-
-def _reference_bytes(raw: str | None, field_name: str, key: str) -> bytes | None:
-    value = _json_field(raw)
-    if value is None:
+def _reference_url(raw: str | None, field: str, key: str) -> str | None:
+    """The URL of an `image_reference`/`video_reference` field: one object, or a list of one."""
+    if raw is None:
         return None
+    value = parse_json(raw, field)
     if isinstance(value, list) and len(value) == 1:
         value = value[0]
     if isinstance(value, dict) and "file_id" in value:
-        raise HTTPException(400, f"Invalid {field_name}: file_id is not supported yet.")
+        raise HTTPException(400, f"Invalid {field}: file_id is not supported yet.")
     if not isinstance(value, dict) or not isinstance(value.get(key), str):
-        raise HTTPException(400, f'Invalid {field_name}: expected an object like {{"{key}": "..."}}.')
-    return _data_url_bytes(value[key], field_name, key)
+        raise HTTPException(400, f'Invalid {field}: expected an object like {{"{key}": "..."}}.')
+    url = value[key]
+    if not url.startswith(("data:", "http://", "https://")):
+        raise HTTPException(400, f"Invalid {field}.{key}: must be an http(s) URL or data URL.")
+    return url
+
+
+async def _url_bytes(url: str, where: str, limits: Limits, policy: references.FetchPolicy) -> bytes:
+    if url.startswith("data:"):
+        return await asyncio.to_thread(references.data_url_bytes, url, where)
+    return await references.fetch(url, where, limits, policy)
+
+
+def _sniff(data: bytes, limits: Limits, scratch: Path, frames: int | None) -> tuple[Any, list[Any] | None]:
+    """(image, None) or (None, its first `frames` frames) from an upload, by content: PIL, then the video decoder."""
+    image = references.decode_image(data, "input_reference", limits)
+    if image is not None:
+        return image, None
+    return None, references.decode_video(data, "input_reference", limits, scratch, frames)
+
+
+def _dimension(text: str) -> int:
+    if len(text) > 18:  # int() refuses beyond 4,300 digits, and no limit is near 18
+        raise HTTPException(
+            400, f"Requested size has a side of {len(text)} digits, over any --max-generated-image-size."
+        )
+    return int(text)
 
 
 def _video_size(form: VideoRequest, image: Any, video: list[Any] | None) -> tuple[int, int]:
     if form.size:
         # The field's pattern already holds digits only. vLLM-Omni checks the values later than the image route
         # does, with a bare ValueError: 400 BadRequestError on /v1/videos, 500 "Video generation failed" on sync.
-        width, height = (int(v) for v in form.size.split("x"))
+        width, height = (_dimension(v) for v in form.size.split("x"))
         if width <= 0 or height <= 0:
             raise ValueError(f"Invalid size: {form.size}. Width and height must be positive integers.")
         return width, height
@@ -243,15 +219,59 @@ def _round_frames(num_frames: int) -> int:
 
 @dataclass
 class VideoUpload:
-    """A parsed video form: the validated fields plus the raw conditioning, decoded by `resolve`."""
+    """A parsed video form: the validated fields plus the raw conditioning, decoded by `conditioning`."""
 
     form: VideoRequest
     input_reference: bytes | None
     image_reference: str | None
     video_reference: str | None
 
-    def conditioning(self) -> tuple[Any, list[Any] | None]:
+    def _fps(self) -> float:
+        return self.form.fps or VIDEO_DEFAULTS["fps"]
+
+    def _num_frames(self, limits: Limits) -> int:
+        """The frames generated (4k+1), refused over `--max-num-frames` before any of them costs anything."""
+        form = self.form
+        if form.num_frames is not None:
+            asked: float = form.num_frames
+        elif form.seconds is not None:
+            asked = float(form.seconds) * self._fps()  # a float: `seconds` may have thousands of digits
+        else:
+            asked = 1  # the sampling-params sentinel Cosmos 3 receives when num_frames is omitted
+        limits.check_frames(asked)
+        num_frames = _round_frames(int(asked))
+        limits.check_frames(num_frames)
+        return num_frames
+
+    def _sound(self, num_frames: int, limits: Limits) -> tuple[bool, float | None]:
+        """(generate sound, its length in seconds if given), from the form and its `extra_params` aliases."""
+        extra = self.form.extra_params or {}
+        sound = extra_bool(extra, ("generate_sound", "sound_gen"), bool(self.form.generate_sound))
+        seconds = extra_number(extra, ("sound_duration", "audio_duration"), self.form.sound_duration, positive=True)
+        if sound:
+            limits.check_sound(num_frames / self._fps() if seconds is None else seconds)
+        return sound, seconds
+
+    def check_limits(self, limits: Limits) -> None:
+        """What the request's own fields decide (frames, sound, an explicit size), before any reference is read."""
+        num_frames = self._num_frames(limits)
+        self._sound(num_frames, limits)
+        if self.form.size or (self.form.width and self.form.height):
+            limits.check_video(*_video_size(self.form, None, None), num_frames)
+
+    def reference_frames(self, limits: Limits) -> int | None:
+        """How many frames of a reference video Cosmos 3 reads from its start: those its kept latents cover (4
+        pictures a latent after the first), at most the video generated; None (all) when it reads from the end."""
+        extra = self.form.extra_params or {}
+        if extra.get("condition_video_keep", "first") == "last":
+            return None
+        return min(max(_condition_indexes(extra)) * 4 + 1, self._num_frames(limits))
+
+    async def conditioning(
+        self, limits: Limits, policy: references.FetchPolicy, scratch: Path
+    ) -> tuple[Any, list[Any] | None]:
         """(image, video frames) from whichever reference was sent; the checks of the contract's §4."""
+        frames = self.reference_frames(limits)
         if self.input_reference is not None and (self.image_reference or self.video_reference):
             raise HTTPException(
                 400,
@@ -259,38 +279,40 @@ class VideoUpload:
                 "input_reference; image_reference and video_reference may be combined.",
             )
         if self.input_reference is not None:
-            image, video = _decode(self.input_reference, "")
+            image, video = await asyncio.to_thread(_sniff, self.input_reference, limits, scratch, frames)
             if image is None and video is None:
                 raise HTTPException(400, "Invalid input_reference: provided content is not a valid image or video.")
             return image, video
+        image_url = _reference_url(self.image_reference, "image_reference", "image_url")
+        video_url = _reference_url(self.video_reference, "video_reference", "video_url")
         image = video = None
-        image_bytes = _reference_bytes(self.image_reference, "image_reference", "image_url")
-        if image_bytes is not None:
-            image, _ = _decode(image_bytes, "")
+        if image_url is not None:
+            data = await _url_bytes(image_url, "image_reference.image_url", limits, policy)
+            image = await asyncio.to_thread(references.decode_image, data, "image_reference", limits)
             if image is None:
                 raise HTTPException(400, "Invalid image_reference: provided content is not a valid image.")
-        video_bytes = _reference_bytes(self.video_reference, "video_reference", "video_url")
-        if video_bytes is not None:
-            _, video = _decode(video_bytes, ".mp4")
+        if video_url is not None:
+            data = await _url_bytes(video_url, "video_reference.video_url", limits, policy)
+            video = await asyncio.to_thread(references.decode_video, data, "video_reference", limits, scratch, frames)
             if video is None:
                 raise HTTPException(400, "Invalid video_reference: provided content is not a valid video.")
         return image, video
 
-    def generation_request(self, default_flow_shift: float | None) -> GenerationRequest:
+    def generation_request(
+        self,
+        default_flow_shift: float | None,
+        limits: Limits = DEFAULT_LIMITS,
+        image: Any = None,
+        video: list[Any] | None = None,
+    ) -> GenerationRequest:
         """Settings with the server's defaults filled in (video branch: seed 42, 24 fps, 35 steps, ...)."""
         form = self.form
-        extra = dict(form.extra_params or {})
-        image, video = self.conditioning()
+        extra = form.extra_params or {}
+        num_frames = self._num_frames(limits)
         width, height = _video_size(form, image, video)
-        fps = form.fps or VIDEO_DEFAULTS["fps"]
-        if form.num_frames is not None:
-            num_frames = form.num_frames
-        elif form.seconds is not None:
-            num_frames = int(int(form.seconds) * fps)
-        else:
-            num_frames = 1  # the sampling-params sentinel Cosmos 3 receives when num_frames is omitted
-        sound = bool(extra.get("generate_sound", extra.get("sound_gen", form.generate_sound or False)))
-        flow_shift = extra.get("flow_shift", form.flow_shift)
+        limits.check_video(width, height, num_frames)
+        sound, sound_seconds = self._sound(num_frames, limits)
+        flow_shift = extra_number(extra, ("flow_shift",), form.flow_shift)
         if flow_shift is None:
             flow_shift = default_flow_shift or VIDEO_DEFAULTS["flow_shift"]
         indexes = _condition_indexes(extra)
@@ -306,11 +328,12 @@ class VideoUpload:
                 mode = "fl2v"
         if sound:
             mode += "_sound"
+        fps = self._fps()
         settings = GenerationSettings(
             mode=mode,
             width=width,
             height=height,
-            num_frames=_round_frames(num_frames),
+            num_frames=num_frames,
             fps=int(fps) if float(fps).is_integer() else fps,  # type: ignore[arg-type]
             num_inference_steps=form.num_inference_steps or VIDEO_DEFAULTS["steps"],
             guidance_scale=VIDEO_DEFAULTS["guidance_scale"] if form.guidance_scale is None else form.guidance_scale,
@@ -325,12 +348,13 @@ class VideoUpload:
             settings=settings,
             image=image,
             video=video,
-            safety_check=extra.get("guardrails", True) is not False,
-            resolution_template=bool(extra.get("use_resolution_template", False)),
-            duration_template=bool(extra.get("use_duration_template", False)),
-            sound_duration_s=extra.get("sound_duration", extra.get("audio_duration", form.sound_duration)),
+            safety_check=extra_bool(extra, ("guardrails",), True),
+            resolution_template=extra_bool(extra, ("use_resolution_template",), False),
+            duration_template=extra_bool(extra, ("use_duration_template",), False),
+            sound_duration_s=sound_seconds,
             condition_frame_indexes=indexes,
             condition_video_keep=keep,
+            lora=form.lora,
         )
 
 
@@ -375,28 +399,25 @@ async def video_form(
         seed=seed,
         generate_sound=generate_sound,
         sound_duration=sound_duration,
-        extra_params=_json_object(extra_params),
-        lora=_json_object(lora),
+        extra_params=json_object(extra_params, "extra_params"),
+        lora=json_object(lora, "lora"),
         return_stage_metrics=return_stage_metrics,
         quality=quality,
     )
+    check_prompt(prompt)
     upload = await input_reference.read() if input_reference is not None else None
     return VideoUpload(request, upload, image_reference, video_reference)
 
 
-def image_generation_request(body: ImageRequest, max_pixels: int) -> GenerationRequest:
+def image_generation_request(body: ImageRequest, limits: Limits) -> GenerationRequest:
     """Text-to-image settings with the T2I defaults (1024x1024, 50 steps, guidance 7, shift 3, random seed)."""
     if body.use_system_prompt is not None and body.use_system_prompt not in SYSTEM_PROMPTS:
         raise HTTPException(400, f"Invalid use_system_prompt {body.use_system_prompt!r}: use one of {SYSTEM_PROMPTS}.")
+    check_prompt(body.prompt)
     width, height = parse_size(body.size) if body.size else (IMAGE_DEFAULTS["width"], IMAGE_DEFAULTS["height"])
-    if width * height > max_pixels:
-        raise HTTPException(
-            400,
-            f"Requested image size {width}x{height} exceeds the maximum allowed size of {max_pixels} pixels. "
-            "Use a smaller size or raise --max-generated-image-size.",
-        )
-    extra = dict(body.extra_params or {})
-    flow_shift = extra.get("flow_shift", body.flow_shift)
+    limits.check_image(width, height)
+    extra = body.extra_params or {}
+    flow_shift = extra_number(extra, ("flow_shift",), body.flow_shift)
     settings = GenerationSettings(
         mode="t2i",
         width=width,
@@ -414,10 +435,11 @@ def image_generation_request(body: ImageRequest, max_pixels: int) -> GenerationR
         prompt=body.prompt,
         negative_prompt=body.negative_prompt or "",
         settings=settings,
-        safety_check=extra.get("guardrails", True) is not False,
-        resolution_template=bool(extra.get("use_resolution_template", False)),
-        duration_template=bool(extra.get("use_duration_template", False)),
+        safety_check=extra_bool(extra, ("guardrails",), True),
+        resolution_template=extra_bool(extra, ("use_resolution_template",), False),
+        duration_template=extra_bool(extra, ("use_duration_template",), False),
         n=body.n,
+        lora=body.lora,
     )
 
 

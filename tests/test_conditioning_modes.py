@@ -8,6 +8,7 @@ latent frames are exactly the encodings of the two images, whatever the seed, an
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 
@@ -75,7 +76,16 @@ def test_video_to_video_with_sound_continues_the_clip_and_makes_sound(tiny_pipe)
     assert np.asarray(out.video).shape == (17, 96, 160, 3)
 
 
-def test_the_stand_in_reads_a_first_and_last_request_as_vllm_omni_does() -> None:
+def _served(upload, scratch):
+    """A parsed form as the stand-in's routes turn it into a pipeline request: references decoded, then the rest."""
+    from omni_standin.forms import DEFAULT_LIMITS
+    from omni_standin.references import FetchPolicy
+
+    image, video = asyncio.run(upload.conditioning(DEFAULT_LIMITS, FetchPolicy(), scratch))
+    return upload.generation_request(None, DEFAULT_LIMITS, image, video)
+
+
+def test_the_stand_in_reads_a_first_and_last_request_as_vllm_omni_does(tmp_path) -> None:
     from helpers.with_vllm_omni import api
     from omni_standin.forms import VideoRequest, VideoUpload
 
@@ -84,14 +94,14 @@ def test_the_stand_in_reads_a_first_and_last_request_as_vllm_omni_does() -> None
     clip = media.lossless_clip(backends.first_and_last_frames(request), s.fps)
     fields = api.video_fields(s, "", {"condition_frame_indexes_vision": list(s.condition_frame_indexes)})
     form = VideoRequest(prompt=request.prompt, **{**fields, "extra_params": json.loads(fields["extra_params"])})
-    served = VideoUpload(form, clip, None, None).generation_request(None)
+    served = _served(VideoUpload(form, clip, None, None), tmp_path)
     assert served.settings.mode == "fl2v" and served.condition_frame_indexes == (0, 4)
     assert len(served.video) == 2  # the frames the kept latents cover: here the whole two-frame clip
     # A plain clip keeps vLLM-Omni's default: its first two latent frames, from the first 5 of its pictures.
     video = media.lossless_clip(
         [media.fit_frame(f, 160, 96) for f in media.load_video(prompts.conditioning("v2v"))], 24
     )
-    plain = VideoUpload(VideoRequest(prompt="x", **api.video_fields(s)), video, None, None).generation_request(None)
+    plain = _served(VideoUpload(VideoRequest(prompt="x", **api.video_fields(s)), video, None, None), tmp_path)
     assert plain.settings.mode == "v2v" and plain.condition_frame_indexes == (0, 1) and len(plain.video) == 5
 
 

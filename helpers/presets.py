@@ -30,6 +30,7 @@ IMAGE_CONDITIONED_MODES: frozenset[str] = frozenset({"i2v", "i2v_sound"})
 # Modes whose `pipe(...)` call takes `video=`: a clip to continue, or (fl2v) the first and the last frame.
 VIDEO_CONDITIONED_MODES: frozenset[str] = frozenset({"v2v", "v2v_sound", "fl2v"})
 
+GUARDRAIL_CHOICES: tuple[str, ...] = ("auto", "on", "off")
 TIERS: tuple[str, ...] = ("256p", "480p", "720p")
 ASPECT_RATIOS: tuple[str, ...] = ("16:9", "4:3", "1:1", "3:4", "9:16")
 # (width, height) for each tier and aspect ratio, as in vllm-omni's cosmos3 table and NVIDIA's README.
@@ -152,6 +153,14 @@ def parse_modes(modes: str | list[str] | tuple[str, ...]) -> list[str]:
     if not chosen:
         raise InvalidSettingError(f"No mode selected. Pass a comma-separated list of: {_allowed(MODES)}.")
     return chosen
+
+
+def check_guardrails(value: str) -> str:
+    if value not in GUARDRAIL_CHOICES:
+        raise InvalidSettingError(
+            f"GUARDRAILS={value!r} is not allowed. Allowed values: {_allowed(GUARDRAIL_CHOICES)}."
+        )
+    return value
 
 
 def parse_presets(names: str) -> list[str]:

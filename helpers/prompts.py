@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.assets import asset_path
-from helpers.errors import InvalidSettingError
+from helpers.errors import InvalidSettingError, MediaError
 from helpers.presets import MODE_TITLES, MODES, GenerationSettings
 
 COOKBOOK_KEY = "_cookbook"
@@ -70,6 +70,20 @@ def first_and_last(paths: str = "", mode: str = "fl2v") -> tuple[Path, Path]:
         if not path.is_file():
             raise InvalidSettingError(f"FIRST_LAST names {str(path)!r}, which is not a file. Give two image paths.")
     return given[0], given[1]
+
+
+def check_conditioning(image: str = "", video: str = "", first_last: str = "") -> None:
+    """The notebook's IMAGE, VIDEO and FIRST_LAST, opened before any model loads or server starts."""
+    from helpers import media
+
+    given = [("IMAGE", image, media.load_image), ("VIDEO", video, lambda p: media.read_frames(p, max_frames=1))]
+    given += [("FIRST_LAST", str(p), media.load_image) for p in (first_and_last(first_last) if first_last else ())]
+    for name, path, read in given:
+        if path:
+            try:
+                read(Path(path).expanduser())
+            except MediaError as exc:
+                raise MediaError(f"{name}={path!r} cannot be used: {exc}") from exc
 
 
 def negative_prompt() -> str:

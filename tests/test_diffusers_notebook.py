@@ -94,6 +94,9 @@ def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
         ({"SPEED": "ludicrous"}, "SPEED='ludicrous' is not allowed. Allowed values: 'none', 'fast'"),
         ({"GUARDRAILS": "yes"}, "GUARDRAILS='yes' is not allowed. Allowed values: 'auto', 'on', 'off'"),
         ({"TIER": "1080p"}, "Unknown resolution tier '1080p'. Allowed tiers: '256p', '480p', '720p'"),
+        ({"VIDEO": __file__}, "VIDEO="),  # not a video: named before the model loads
+        ({"FIRST_LAST": "only-one.png"}, "FIRST_LAST='only-one.png' must name two images"),
+        ({"MODEL": "/no/such/checkpoint", "GUARDRAILS": "auto"}, "Could not load MODEL='/no/such/checkpoint'"),
     ],
 )
 def test_bad_parameters_stop_the_notebook_with_a_clear_message_and_write_nothing(tmp_path, parameters, message):
@@ -110,6 +113,14 @@ def test_bad_parameters_stop_the_notebook_with_a_clear_message_and_write_nothing
         else []
     )
     assert media_files == []
+
+
+def test_an_output_dir_that_cannot_be_written_is_named_before_the_model_loads(tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        notebooks.execute(NAME, tmp_path / "out.ipynb", {"MODEL": "tiny", "OUTPUT_DIR": str(tmp_path / "a-file" / "x")})
+    assert "OUTPUT_DIR=" in str(err.value) and "cannot be written to" in str(err.value)
+    assert "Loaded tiny" not in (tmp_path / "out.ipynb").read_text()
 
 
 def test_misspelled_parameters_are_refused_instead_of_ignored(tmp_path):

@@ -119,6 +119,25 @@ def test_several_clients_at_once_are_all_served_one_generation_at_a_time(vllm_ru
     assert sum(r["generating_s"] for r in rows) <= max(r["total_s"] for r in rows) + 0.05
 
 
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({"IMAGE": __file__}, "IMAGE="),
+        ({"GUARDRAILS": "yes"}, "GUARDRAILS='yes' is not allowed. Allowed values: 'auto', 'on', 'off'"),
+        ({"SPEED": "warp"}, "SPEED='warp' is not allowed"),
+    ],
+)
+def test_bad_parameters_stop_the_notebook_before_a_server_starts(tmp_path: Path, parameters, message) -> None:
+    import papermill
+
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        notebooks.execute(NAME, tmp_path / NAME, {**SMOKE, "OUTPUT_DIR": str(tmp_path / "media"), **parameters})
+    assert message in str(err.value)
+    cells = nbformat.read(tmp_path / NAME, as_version=4).cells
+    printed = [o.get("text", "") for cell in cells for o in cell.get("outputs", [])]
+    assert not any("Connected to" in text for text in printed)  # no server was started for a request that cannot run
+
+
 def test_server_calls_the_pipeline_as_the_notebook_does(_isolated_cache: Path) -> None:
     """The form the client sends becomes the same prompt, negative prompt and pipeline call: same pixels."""
     from cookbook_tools import pipelines

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from helpers import models
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
+from helpers.presets import check_guardrails
 from random_checkpoints import (
     NANO_MODEL_NAME,
     TINY_MODEL_NAME,
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     import torch
 
 DEFAULT_MODEL = "nvidia/Cosmos3-Nano"
-GUARDRAIL_CHOICES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -83,13 +83,9 @@ def guardrails_wanted(guardrails: str | bool | None, source: str) -> bool:
     """GUARDRAILS "auto" (or None) is on for real checkpoints and off for the random-weight ones."""
     if isinstance(guardrails, bool):
         return guardrails
-    if guardrails in (None, "auto"):
+    if guardrails is None or check_guardrails(guardrails) == "auto":
         return source not in (TINY_MODEL_NAME, NANO_MODEL_NAME)
-    if guardrails in GUARDRAIL_CHOICES:
-        return guardrails == "on"
-    raise InvalidSettingError(
-        f"GUARDRAILS={guardrails!r} is not allowed. Allowed values: {', '.join(repr(c) for c in GUARDRAIL_CHOICES)}."
-    )
+    return guardrails == "on"
 
 
 def _unavailable_message(model: str, reason: str) -> str:

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from helpers.presets import check_guardrails
+
 if TYPE_CHECKING:
     from omni_standin.launcher import LocalServer
 
@@ -43,6 +45,7 @@ def endpoint(
     speed: str = "none",
 ) -> Endpoint:
     """`base_url="auto"`: $OMNI_BASE_URL when set, else a local server on `model`; anything else is used as is."""
+    check_guardrails(guardrails)  # before any server starts
     key = api_key or os.environ.get(API_KEY_ENV) or None
     if base_url != "auto":
         return Endpoint(base_url.rstrip("/"), key, None)

@@ -25,6 +25,7 @@ RESULTS = Path(__file__).parent / "results"
 DIFFUSERS_RUN = """
 import json, sys, time
 started = time.perf_counter()
+import torch, diffusers
 from cookbook_tools.pipelines import generate, load_pipeline
 from helpers import presets, prompts
 imported = time.perf_counter()

@@ -95,7 +95,9 @@ class DiffusersEngine:
         cls, model: str, *, device: str = "auto", guardrails: str | bool | None = "auto", speed: str = "none"
     ) -> DiffusersEngine:
         pipe, checkpoint = load_pipeline(model, device=device, guardrails=guardrails, speed=speed)
-        return cls(pipe, checkpoint)
+        engine = cls(pipe, checkpoint)
+        engine._counting_tokenizer()  # with the model, so that the first request does not wait for it
+        return engine
 
     @property
     def stopping(self) -> bool:
@@ -141,7 +143,7 @@ class DiffusersEngine:
 
         The checkpoint's own, except for the tiny checkpoint: its one-token-per-byte toy stands in for Cosmos 3's
         Qwen tokenizer (a cookbook prompt is 7,000 of its tokens and under 2,000 of Qwen's), so prompts are cut
-        where vLLM-Omni would cut them for Nano, and both notebooks keep seeing the same prompt. Loaded on first use.
+        where vLLM-Omni would cut them for Nano, and both notebooks keep seeing the same prompt.
         """
         if self._counter is None:
             if self.checkpoint.source == "tiny":

@@ -122,14 +122,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speed", default="none")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--routes", default="diffusers,vllm_omni", help="which routes to time")
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
-    route, clients = vllm_omni_route(args)
+    routes = args.routes.split(",")
+    route, clients = vllm_omni_route(args) if "vllm_omni" in routes else ({}, [])
     result = {
         "what": f"t2v, MODEL={args.model}, PRESET={args.preset}, TIER={args.tier or 'preset'}, SPEED={args.speed}, "
         f"{args.device}; fresh processes",
         "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()},
-        "diffusers": diffusers_route(args),
+        "diffusers": diffusers_route(args) if "diffusers" in routes else {},
         "vllm_omni_stand_in": route,
         "clients_at_once": clients,
     }

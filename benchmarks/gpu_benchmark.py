@@ -162,6 +162,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     device = args.device
     started = time.perf_counter()
+    memory = [p for p in MEMORY_PRESETS if p in args.presets.split(",")]
+    if memory:
+        print(speed.configure_allocator(memory[0]), flush=True)  # as the notebook does, before CUDA starts
     pipe = build_pipeline(args.arch, device)
     clock = StepClock(pipe)
     plan = parse_plan(args.plan)

@@ -126,12 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
     routes = args.routes.split(",")
+    diffusers = diffusers_route(args) if "diffusers" in routes else {}  # first: the server would warm its caches
     route, clients = vllm_omni_route(args) if "vllm_omni" in routes else ({}, [])
     result = {
         "what": f"t2v, MODEL={args.model}, PRESET={args.preset}, TIER={args.tier or 'preset'}, SPEED={args.speed}, "
         f"{args.device}; fresh processes",
         "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()},
-        "diffusers": diffusers_route(args) if "diffusers" in routes else {},
+        "diffusers": diffusers,
         "vllm_omni_stand_in": route,
         "clients_at_once": clients,
     }

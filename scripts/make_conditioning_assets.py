@@ -3,7 +3,7 @@
 Everything is drawn procedurally (gradients, polygons, value noise from fixed seeds), so the
 assets carry no third-party licence and the script writes the same bytes on every run.
 
-    /work/main/.venv/bin/python scripts/make_conditioning_assets.py
+    python scripts/make_conditioning_assets.py
 
 Writes, under ``cookbooks/cosmos3/generator/audiovisual/assets/``:
 

@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+
+from omni_standin.launcher import LocalServer
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -25,3 +29,16 @@ def tiny_pipe(_isolated_cache: Path):
 
     pipe, info = load_pipeline("tiny", device="cpu")
     return pipe, info
+
+
+@pytest.fixture(scope="module")
+def server(_isolated_cache: Path) -> Iterator[LocalServer]:
+    """A stand-in server on the tiny checkpoint, one per test module (a module may override it)."""
+    with LocalServer.start("tiny", device="cpu") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def http(server: LocalServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.base_url, timeout=120) as client:
+        yield client

@@ -29,18 +29,6 @@ SMALL_IMAGE = {"size": "64x64", "num_inference_steps": 1, "guidance_scale": 1.0,
 
 
 @pytest.fixture(scope="module")
-def server(_isolated_cache: Path) -> Iterator[LocalServer]:
-    with LocalServer.start("tiny", device="cpu") as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def http(server: LocalServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=120) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def sdk(server: LocalServer) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="EMPTY", max_retries=0) as client:
         yield client

@@ -105,18 +105,6 @@ def storage_files(storage: Path) -> list[str]:
     return sorted(str(p.relative_to(storage)) for p in storage.rglob("*") if p.is_file())
 
 
-@pytest.fixture(scope="module")
-def server(_isolated_cache: Path) -> Iterator[LocalServer]:
-    with LocalServer.start("tiny", device="cpu") as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def http(server: LocalServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=120) as client:
-        yield client
-
-
 class MediaHost(BaseHTTPRequestHandler):
     """A web server as a reference URL may point at: one that answers, stalls, trickles or sends too much."""
 

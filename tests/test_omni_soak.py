@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import pytest
@@ -80,12 +79,6 @@ BAD: list[Callable[[httpx.Client, str], None]] = [
     bad_image_body,
     unknown_job,
 ]
-
-
-@pytest.fixture(scope="module")
-def server(_isolated_cache: Path) -> Iterator[LocalServer]:
-    with LocalServer.start("tiny", device="cpu") as running:
-        yield running
 
 
 class MemoryWatch:

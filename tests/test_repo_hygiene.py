@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -56,3 +57,24 @@ def test_ruff_lints_code_and_notebooks():
     assert check.returncode == 0, check.stdout[-4000:]
     fmt = subprocess.run([ruff, "format", "--check", "."], cwd=REPO, capture_output=True, text=True)
     assert fmt.returncode == 0, fmt.stdout[-4000:]
+
+
+# A committed file must make sense on any machine: no path from the machines where it was written or run, and no
+# reference to material outside the repository.
+MACHINE_PATH = re.compile(r"\.\./shared\b|(?<![\w.<>-])/(?:work|farm|tmp|home|Users)/\S")
+
+
+def test_committed_files_carry_no_machine_paths():
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    found = []
+    for name in filter(None, listed.decode().split("\0")):
+        try:
+            text = (REPO / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError):
+            continue
+        found += [
+            f"{name}:{n}: {line.strip()[:120]}"
+            for n, line in enumerate(text.splitlines(), 1)
+            if MACHINE_PATH.search(line)
+        ]
+    assert not found, "replace these with paths relative to the repository:\n" + "\n".join(found[:20])

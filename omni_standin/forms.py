@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, field_validator
 from helpers import prompts
 from helpers.presets import GenerationSettings
 from omni_standin import references
-from omni_standin.limits import Limits
+from omni_standin.limits import MAX_FPS, Limits
 from omni_standin.values import check_prompt, extra_bool, extra_number, json_object, parse_json
 
 VIDEO_DEFAULTS = {"width": 1280, "height": 720, "fps": 24.0, "steps": 35, "guidance_scale": 6.0, "flow_shift": 10.0}
@@ -66,7 +66,7 @@ class VideoRequest(BaseModel):
     height: int | None = Field(None, ge=1)
     num_frames: int | None = Field(None, ge=1)
     seconds: str | None = None
-    fps: float | None = Field(None, ge=1, allow_inf_nan=False)
+    fps: float | None = Field(None, ge=1, le=MAX_FPS, allow_inf_nan=False)
     num_inference_steps: int | None = Field(None, ge=1, le=200)
     guidance_scale: float | None = Field(None, ge=0, le=20, allow_inf_nan=False)
     flow_shift: float | None = Field(None, allow_inf_nan=False)

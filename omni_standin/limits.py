@@ -21,6 +21,8 @@ MAX_VIDEO_PIXEL_FRAMES = 1280 * 720 * 297
 MAX_NUM_FRAMES = 297
 MAX_SOUND_DURATION_S = 60.0
 MAX_REQUEST_BYTES = 128 * MIB
+# Far larger frame rates overflow the MP4 encoder's integer time base; no video needs more than this.
+MAX_FPS = 240.0
 # Cosmos 3's `max_sequence_length`: vLLM-Omni cuts longer prompts to it with a warning, it does not refuse them.
 MAX_PROMPT_TOKENS = 4096
 # Deeper JSON is refused rather than parsed: Python's decoder and every walk over the value recurse once per level.

@@ -460,6 +460,7 @@ def test_the_launcher_hands_the_key_over_in_the_environment_not_the_command_line
         ({"prompt": '{"scene": ' * 100 + '"x"' + "}" * 100}, "Invalid JSON in prompt"),
         ({"flow_shift": "nan"}, "flow_shift"),
         ({"guidance_scale": "inf"}, "guidance_scale"),
+        ({"fps": "1e300"}, "fps"),
         ({"extra_params": json.dumps({"flow_shift": "high"})}, "Invalid extra_params.flow_shift"),
         ({"extra_params": json.dumps({"guardrails": "no"})}, "Invalid extra_params.guardrails"),
         ({"extra_params": json.dumps({"sound_duration": -1})}, "Invalid extra_params.sound_duration"),

@@ -68,6 +68,12 @@ class ServerState:
             raise HTTPException(503, "No engine initialized")
         return self.engine
 
+    def engine_with_room(self) -> DiffusersEngine:
+        """The engine, for a route that will queue a generation on it: refused at once when its queue is full."""
+        engine = self.ready_engine()
+        self.limits.check_queue(engine.queued_or_running)
+        return engine
+
     async def video_request(self, upload: VideoUpload) -> GenerationRequest:
         """The form stage of both video routes: limits first, then the references, then the settings."""
         upload.check_limits(self.limits)
@@ -202,7 +208,7 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.post("/v1/images/generations", dependencies=[Depends(require_json)], response_model=None)
     async def generate_images(body: ImageRequest, http_request: Request) -> Response | dict[str, Any]:
-        engine = state.ready_engine()
+        engine = state.engine_with_room()
         check_model(body.model, state.served_model_name)
         request = image_generation_request(body, state.limits)
         fmt = image_format(body.output_format)
@@ -237,7 +243,7 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.post("/v1/videos/sync", response_model=None)
     async def create_video_sync(upload: Annotated[VideoUpload, Depends(video_form)], http_request: Request) -> Response:
-        engine = state.ready_engine()
+        engine = state.engine_with_room()
         check_model(upload.form.model, state.served_model_name)
         try:
             request = await state.video_request(upload)
@@ -277,7 +283,7 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.post("/v1/videos")
     async def create_video(upload: Annotated[VideoUpload, Depends(video_form)]) -> dict[str, Any]:
-        engine = state.ready_engine()
+        engine = state.engine_with_room()
         check_model(upload.form.model, state.served_model_name)
         request = await state.video_request(upload)
         return jobs.create(engine, upload.form, request, state.served_model_name).record

@@ -99,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="bytes of a request body, and of a reference download (default: %(default)s)",
     )
     limit.add_argument(
+        "--max-queued-requests",
+        type=int_,
+        default=limits.MAX_QUEUED_REQUESTS,
+        help="generations queued or running at once; more are a 429 (default: %(default)s)",
+    )
+    limit.add_argument(
         "--allowed-media-domains",
         nargs="+",
         default=[],
@@ -148,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             max_sound_duration=args.max_sound_duration,
             max_reference_image_size=args.max_reference_image_size,
             max_request_size=args.max_request_size,
+            max_queued_requests=args.max_queued_requests,
         ),
         fetch_policy=FetchPolicy(frozenset(h.lower() for h in args.allowed_media_domains), args.media_fetch_timeout),
     )

@@ -110,6 +110,11 @@ class DiffusersEngine:
         future.add_done_callback(self._forget)
         return future
 
+    @property
+    def queued_or_running(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
     def _forget(self, future: Future[Any]) -> None:
         with self._lock:
             self._pending.discard(future)

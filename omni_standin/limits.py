@@ -23,6 +23,8 @@ MAX_SOUND_DURATION_S = 60.0
 MAX_REQUEST_BYTES = 128 * MIB
 # Far larger frame rates overflow the MP4 encoder's integer time base; no video needs more than this.
 MAX_FPS = 240.0
+# Generations waiting or running at once: each queued one holds its decoded references in memory.
+MAX_QUEUED_REQUESTS = 32
 # Cosmos 3's `max_sequence_length`: vLLM-Omni cuts longer prompts to it with a warning, it does not refuse them.
 MAX_PROMPT_TOKENS = 4096
 # Deeper JSON is refused rather than parsed: Python's decoder and every walk over the value recurse once per level.
@@ -39,6 +41,7 @@ class Limits:
     max_sound_duration: float = MAX_SOUND_DURATION_S
     max_reference_image_size: int = MAX_IMAGE_PIXELS
     max_request_size: int = MAX_REQUEST_BYTES
+    max_queued_requests: int = MAX_QUEUED_REQUESTS
 
     def check_image(self, width: int, height: int) -> None:
         """vLLM-Omni's images-route check, message and all; videos get it per frame."""
@@ -78,6 +81,15 @@ class Limits:
     def check_bytes(self, what: str, size: int) -> None:
         if size > self.max_request_size:
             over(f"{what} of {size} bytes", f"{self.max_request_size} bytes", "--max-request-size")
+
+    def check_queue(self, waiting_or_running: int) -> None:
+        """A 429 (the OpenAI SDK retries it with back-off) once the worker has as much as it may hold."""
+        if waiting_or_running >= self.max_queued_requests:
+            raise HTTPException(
+                429,
+                f"The server is busy: {waiting_or_running} generations are queued or running, its limit. Try again "
+                "when one has finished, or start the server with --max-queued-requests.",
+            )
 
 
 def over(asked: str, limit: str, flag: str) -> None:

@@ -218,6 +218,27 @@ def test_requests_over_a_limit_get_a_400_naming_the_flag_at_once_while_others_ru
     assert http.post("/v1/videos/sync", data={"prompt": "still serving", **SMALL}).status_code == 200
 
 
+def test_a_full_queue_is_a_429_naming_the_flag_on_every_generating_route_until_work_ends() -> None:
+    with (
+        LocalServer.start("tiny", device="cpu", extra_args=["--max-queued-requests", "2"]) as small_queue,
+        httpx.Client(base_url=small_queue.base_url, timeout=60) as http,
+    ):
+        running = http.post("/v1/videos", data={"prompt": "running", **SLOW}).json()
+        waiting = http.post("/v1/videos", data={"prompt": "waiting", **SLOW}).json()
+        wait_status(http, running["id"], "in_progress")
+        refused = [
+            http.post("/v1/videos", data={"prompt": "one more", **SMALL}),
+            http.post("/v1/videos/sync", data={"prompt": "one more", **SMALL}),
+            http.post("/v1/images/generations", json={"prompt": "one more", "size": "64x64"}),
+        ]
+        for response in refused:
+            assert_envelope(response, 429, "Too Many Requests", None, "--max-queued-requests")
+        assert http.get("/health").status_code == 200
+        for job in (running, waiting):
+            assert http.delete(f"/v1/videos/{job['id']}").json()["deleted"] is True
+        assert http.post("/v1/videos/sync", data={"prompt": "room again", **SMALL}).status_code == 200
+
+
 def test_a_reference_video_is_decoded_only_as_far_as_cosmos_reads_it_and_never_oversized(
     server: LocalServer, http: httpx.Client, tmp_path: Path
 ) -> None:

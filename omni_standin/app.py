@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -186,6 +187,37 @@ def _stopped(engine: DiffusersEngine, what: str) -> Response:
     return Response(status_code=499)  # nginx's "client closed request": nobody is left to read it
 
 
+async def _generate(
+    engine: DiffusersEngine,
+    what: str,
+    work: Callable[[], Generated],
+    cancel: threading.Event,
+    http_request: Request,
+    timeout_s: float | None = None,
+) -> Generated | Response:
+    """Run `work` on the engine's worker and answer for it as vLLM-Omni's generation routes do.
+
+    As vLLM-Omni's @with_cancellation, a client that hangs up sets `cancel`, so it does not keep the model busy.
+    """
+    watcher = asyncio.create_task(_cancel_on_disconnect(http_request, cancel))
+    future = asyncio.wrap_future(engine.submit(work))
+    try:
+        if timeout_s is None:
+            return await future
+        return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+    except TimeoutError:
+        cancel.set()  # nobody will receive the result: free the generator for the next request
+        raise HTTPException(504, f"{what} generation timed out after {timeout_s}s.") from None
+    except JobCancelled:
+        return _stopped(engine, what)
+    except HTTPException:
+        raise
+    except Exception as exc:
+        raise HTTPException(500, f"{what} generation failed: {describe(exc)}") from exc
+    finally:
+        watcher.cancel()
+
+
 def create_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="Cosmos 3 vLLM-Omni stand-in")
     app.state.omni = state
@@ -212,21 +244,11 @@ def create_app(state: ServerState) -> FastAPI:
         check_model(body.model, state.served_model_name)
         request = image_generation_request(body, state.limits)
         fmt = image_format(body.output_format)
-        # As vLLM-Omni's @with_cancellation: a client that hangs up does not keep the model busy.
         cancel = threading.Event()
-        watcher = asyncio.create_task(_cancel_on_disconnect(http_request, cancel))
-        try:
-            result: Generated = await asyncio.wrap_future(
-                engine.submit(engine.images, request, fmt, body.output_compression, cancel)
-            )
-        except JobCancelled:
-            return _stopped(engine, "Image")
-        except HTTPException:
-            raise
-        except Exception as exc:
-            raise HTTPException(500, f"Image generation failed: {describe(exc)}") from exc
-        finally:
-            watcher.cancel()
+        work = functools.partial(engine.images, request, fmt, body.output_compression, cancel)
+        result = await _generate(engine, "Image", work, cancel, http_request)
+        if isinstance(result, Response):
+            return result
         if body.response_format == "file":
             return _image_file(result, fmt)
         return {
@@ -249,26 +271,12 @@ def create_app(state: ServerState) -> FastAPI:
             request = await state.video_request(upload)
         except ValueError as exc:
             raise HTTPException(500, f"Video generation failed: {describe(exc)}") from None
-        timeout = _sync_timeout_s()
         cancel = threading.Event()
-        watcher = asyncio.create_task(_cancel_on_disconnect(http_request, cancel))
         path = state.storage.partial_path(f"video_sync-{uuid.uuid4().hex}.mp4")
-        future = asyncio.wrap_future(
-            engine.submit(functools.partial(engine.video, request, path, cancel, read_back=True))
-        )
-        try:
-            result: Generated = await asyncio.wait_for(asyncio.shield(future), timeout)
-        except TimeoutError:
-            cancel.set()  # nobody will receive the video: free the generator for the next request
-            raise HTTPException(504, f"Video generation timed out after {timeout}s.") from None
-        except JobCancelled:
-            return _stopped(engine, "Video")
-        except HTTPException:
-            raise
-        except Exception as exc:
-            raise HTTPException(500, f"Video generation failed: {describe(exc)}") from exc
-        finally:
-            watcher.cancel()
+        work = functools.partial(engine.video, request, path, cancel, read_back=True)
+        result = await _generate(engine, "Video", work, cancel, http_request, timeout_s=_sync_timeout_s())
+        if isinstance(result, Response):
+            return result
         return Response(
             result.data[0],
             media_type="video/mp4",

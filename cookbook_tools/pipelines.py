@@ -10,11 +10,13 @@ skipped where FlashAttention-4 cannot run, and PyTorch's attention stays).
 | switch | what it does | output |
 |---|---|---|
 | `fp8_storage` | transformer weights stored in float8, computed in the model dtype (layerwise casting) | changes |
+| `text_tower_offload` | the text tower's weights in CPU memory, copied to the GPU for each call (step 0 only) | same |
 | `compile` | `torch.compile(fullgraph=True)` of each repeated decoder layer (regional compilation) | same up to noise |
 | `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
 | `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
 | `vae_autotune` | cuDNN benchmark mode (fastest convolution algorithms) during the VAE decode | same up to noise |
 | `flash_attention` | FlashAttention-4 on Hopper/Blackwell GPUs (`with_diffusers.flash_attention`) | same up to noise |
+| `cuda_graphs` | an image's pass through the layers replayed as one CUDA graph per step (CUDA only) | same |
 | `sea_cache` | diffusers' SeaCache: reuses the decoder-stack residual on steps where little changes | changes |
 | `group_offload` | keeps transformer layers in CPU memory and streams them to the GPU one at a time | same |
 | `vae_tiling` | decodes the video in overlapping tiles | changes slightly |
@@ -41,20 +43,31 @@ if TYPE_CHECKING:
 # offloading, outermost, moves a layer's weights to the GPU before anything inside it runs.
 SWITCHES: tuple[str, ...] = (
     "fp8_storage",
+    "text_tower_offload",
     "compile",
     "text_kv_cache",
     "zero_encode_cache",
     "vae_autotune",
     "flash_attention",
+    "cuda_graphs",
     "sea_cache",
     "group_offload",
     "vae_tiling",
 )
 # Switches that decide how much of the model sits on the accelerator.
-MEMORY_SWITCHES: frozenset[str] = frozenset({"fp8_storage", "group_offload"})
+MEMORY_SWITCHES: frozenset[str] = frozenset({"fp8_storage", "text_tower_offload", "group_offload"})
 # Switches whose output matches the baseline's up to numerical noise.
 EXACT_SWITCHES: frozenset[str] = frozenset(
-    {"compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention", "group_offload"}
+    {
+        "text_tower_offload",
+        "compile",
+        "text_kv_cache",
+        "cuda_graphs",
+        "zero_encode_cache",
+        "vae_autotune",
+        "flash_attention",
+        "group_offload",
+    }
 )
 _APPLIED_ATTR = "_cookbook_speedups"
 _SKIPPED_ATTR = "_cookbook_skipped_speedups"
@@ -154,8 +167,10 @@ def _sea_cache(pipe: Cosmos3OmniPipeline) -> None:
 # What `apply` runs for each switch (a False result means skipped on this machine).
 _APPLY = {
     "fp8_storage": lambda pipe, names, device: _fp8_storage(pipe),
+    "text_tower_offload": lambda pipe, names, device: speeds.keep_text_tower_in_cpu_memory(pipe, device),
     "compile": lambda pipe, names, device: _compile(pipe),
     "text_kv_cache": lambda pipe, names, device: speeds.cache_text_keys_values(pipe, compiled="compile" in names),
+    "cuda_graphs": lambda pipe, names, device: speeds.replay_steps_as_cuda_graphs(pipe) is None,
     "zero_encode_cache": lambda pipe, names, device: speeds.cache_blank_video_encoding(pipe),
     "vae_autotune": lambda pipe, names, device: speeds.autotune_vae_decode(pipe),
     "flash_attention": lambda pipe, names, device: speeds.use_flash_attention(pipe, device) is None,

@@ -119,3 +119,28 @@ def test_flash_attention_kernel_matches_pytorch_attention() -> None:
         got = dispatch_attention_fn(q, kk, vv, is_causal=causal, enable_gqa=True, backend=backend)
         want = dispatch_attention_fn(q, kk, vv, is_causal=causal, enable_gqa=True, backend=AttentionBackendName.NATIVE)
         torch.testing.assert_close(got, want, rtol=0, atol=4e-3)
+
+
+def test_cuda_graphs_give_the_image_that_launching_each_kernel_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from cookbook_tools import pipelines
+    from helpers import prompts
+
+    _require_cuda()
+    pipe = pipelines.load_pipeline("tiny", device="cuda")[0]
+    pipelines.apply(pipe, ["compile", "text_kv_cache"])
+    s = presets.settings_for("t2i", "smoke", num_inference_steps=4, seed=SEED)
+
+    def image() -> np.ndarray:
+        out = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
+        return np.asarray(out.video)
+
+    want = image()
+    replays = []
+    replay = torch.cuda.CUDAGraph.replay
+    monkeypatch.setattr(torch.cuda.CUDAGraph, "replay", lambda graph: replays.append(1) or replay(graph))
+    pipelines.apply(pipe, ["cuda_graphs"])
+    for generation in (1, 2):  # the second generation records its graphs again (new text keys at its step 0)
+        np.testing.assert_array_equal(image(), want)
+        assert len(replays) == generation * (s.num_inference_steps - 1) * 2  # steps 1-3, both guidance passes

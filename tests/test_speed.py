@@ -129,6 +129,31 @@ def test_memory_speeds_store_float8_weights_and_only_min_vram_streams_layers(nam
     assert ("group_offloading" in hooks) == streamed
 
 
+def test_text_tower_offload_keeps_the_text_weights_out_of_the_model_and_changes_no_output():
+    kept = _fresh_pipe()
+    pipelines.apply(kept, ["fp8_storage", "text_kv_cache"])
+    offloaded = load_pipeline("tiny", device="cpu", speed="low_vram")[0]
+    assert "text_tower_offload" in pipelines.applied(offloaded)
+    layer = offloaded.transformer.layers[0]
+    tower = [layer.get_submodule(name) for name in speed.TEXT_TOWER]
+    # Empty parameters: `pipe.to(device)` has nothing of the text tower to move, the generation tower it moves whole.
+    assert all(m.weight.numel() == 0 for m in tower) and layer.mlp_moe_gen.gate_proj.weight.numel() > 0
+    for mode in ("t2v_sound", "t2i"):
+        want, got = _generate(kept, mode), _generate(offloaded, mode)
+        np.testing.assert_array_equal(got[0], want[0])
+        if want[1] is not None:
+            np.testing.assert_array_equal(got[1], want[1])
+    assert all(m.weight.numel() == 0 for m in tower)  # released again after each call
+
+
+def test_cuda_graphs_need_the_text_cache_and_a_cuda_gpu():
+    pipe = _fresh_pipe()
+    with pytest.raises(InvalidSettingError, match="apply 'text_kv_cache' first"):
+        speed.replay_steps_as_cuda_graphs(pipe)
+    speed.cache_text_keys_values(pipe)
+    assert "needs a CUDA GPU" in speed.replay_steps_as_cuda_graphs(pipe)
+
+
 def test_vae_autotune_turns_cudnn_benchmark_mode_on_only_during_the_decode():
     import torch
 
@@ -149,7 +174,7 @@ def test_fast_keeps_generating_across_many_sizes_and_modes():
     pipe = _fresh_pipe()
     pipelines.apply(pipe, speed.switches("fast"))
     assert "compile" in pipelines.applied(pipe)
-    assert pipelines.skipped(pipe) == ("flash_attention",)  # no CUDA here: PyTorch's attention stays
+    assert pipelines.skipped(pipe) == ("flash_attention", "cuda_graphs")  # no CUDA here: they cannot act
     sizes = [(64, 64), (96, 64), (128, 64), (64, 96), (128, 96), (160, 96), (96, 128), (192, 128), (128, 160)]
     for i, (width, height) in enumerate(sizes):
         mode = "t2i" if i % 3 == 0 else "t2v"

@@ -34,17 +34,18 @@ if TYPE_CHECKING:
 SPEEDS: dict[str, tuple[tuple[str, ...], str]] = {
     "none": ((), "diffusers as it comes: the reference output"),
     "fast": (
-        ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention"),
+        ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention", "cuda_graphs"),
         "the same output up to numerical noise, faster: compiled layers, text keys/values cached across steps, "
-        "tuned VAE decode, FlashAttention-4 on Hopper/Blackwell GPUs",
+        "tuned VAE decode, FlashAttention-4 on Hopper/Blackwell GPUs, image steps replayed as CUDA graphs",
     ),
     "turbo": (
         ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention", "sea_cache"),
         "fast plus SeaCache step caching: quicker again, but the output changes",
     ),
     "low_vram": (
-        ("fp8_storage", "text_kv_cache", "zero_encode_cache", "vae_tiling"),
-        "Nano on a 24 GiB GPU: float8 weights, tiled VAE decode; about as fast as none, output changes slightly",
+        ("fp8_storage", "text_tower_offload", "text_kv_cache", "zero_encode_cache", "vae_tiling"),
+        "Nano on a 16 GiB GPU (720p on 24 GiB): float8 weights, the text tower in CPU memory (it runs once per "
+        "prompt), tiled VAE decode; about as fast as none, output changes slightly",
     ),
     "min_vram": (
         ("fp8_storage", "group_offload", "vae_tiling"),
@@ -81,13 +82,18 @@ def configure_allocator(speed: str) -> str:
 
 
 def keep_compiled_code() -> str:
-    """Where compiled layers are kept, so that the next kernel reuses them instead of compiling again: the cookbook's
-    cache folder (`$TORCHINDUCTOR_CACHE_DIR` when set). Call it before the first compilation."""
+    """Where compiled code is kept, so that the next kernel reuses it instead of compiling again: the cookbook's cache
+    folder (`$TORCHINDUCTOR_CACHE_DIR` when set) holds PyTorch's compiled layers and FlashAttention-4's kernels (which
+    it otherwise compiles again in every process). Call it before the first compilation and before FlashAttention-4
+    is imported."""
     import os
 
     from random_checkpoints import cache_root
 
-    return os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "torch-compile"))
+    folder = os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "torch-compile"))
+    os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")
+    os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR", os.path.join(folder, "flash-attention-4"))
+    return folder
 
 
 def switches(speed: str) -> tuple[str, ...]:
@@ -242,6 +248,98 @@ def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False)
     HookRegistry.check_if_exists_or_initialize(pipe.transformer).invalidate_child_registries_cache()
 
 
+def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
+    """`cuda_graphs`: from step 1 on, an image's pass through the decoder layers replays a CUDA graph (one per
+    guidance pass and size) instead of launching each kernel from Python: images have so few tokens that the host's
+    launches, not the GPU, set the step time. Exact: the graph runs the same kernels on the same values. Needs
+    `text_kv_cache` (the graph holds the cached text keys; step 0 records new ones and drops the graph). Videos (at
+    least `MIN_QUERY_TOKENS` generated tokens) keep the GPU busy anyway and run as before. Returns None, or why it
+    cannot act here."""
+    import torch
+    from diffusers.hooks import HookRegistry
+
+    from helpers.with_diffusers.flash_attention import MIN_QUERY_TOKENS
+
+    kv_hook = HookRegistry.check_if_exists_or_initialize(_layers(pipe)[0]).get_hook(_TEXT_KV_HOOK)
+    if kv_hook is None:
+        raise InvalidSettingError("cuda_graphs needs text_kv_cache: apply 'text_kv_cache' first.")
+    if device_of(pipe).type != "cuda":
+        return f"cuda_graphs needs a CUDA GPU; the model runs on {device_of(pipe).type}"
+    run_layers = pipe.transformer._run_decoder_stack
+    graphs: dict[str, tuple[Any, ...]] = {}  # per guidance pass: (input sizes, graph, its inputs, its outputs)
+    stream = torch.cuda.Stream(device_of(pipe))
+
+    def replay_or_run(und_seq: torch.Tensor, gen_seq: torch.Tensor, rotary_emb: tuple[torch.Tensor, ...]):
+        context = kv_hook.state_manager._context
+        # Context parallelism (`parallel_diffusers`) talks to other GPUs inside the layers: not recorded.
+        sharded = pipe.transformer._cp_shard_fn is not None
+        if context is None or context.step_index is None or gen_seq.shape[0] >= MIN_QUERY_TOKENS or sharded:
+            return run_layers(und_seq, gen_seq, rotary_emb)
+        if context.step_index == 0:
+            graphs.pop(context.name, None)
+            return run_layers(und_seq, gen_seq, rotary_emb)
+        inputs = (und_seq, gen_seq, *rotary_emb)
+        sizes = [(t.shape, t.dtype) for t in inputs]
+        if context.name not in graphs or graphs[context.name][0] != sizes:
+            static = [t.clone() for t in inputs]
+            # Once outside the graph first, on the capture stream: compilation and library set-up cannot be recorded.
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                run_layers(static[0], static[1], tuple(static[2:]))
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+                outputs = run_layers(static[0], static[1], tuple(static[2:]))
+            graphs[context.name] = (sizes, graph, static, outputs)
+        _, graph, static, outputs = graphs[context.name]
+        for target, value in zip(static, inputs, strict=True):
+            target.copy_(value)
+        graph.replay()
+        return outputs
+
+    pipe.transformer._run_decoder_stack = replay_or_run
+    return None
+
+
+# Per decoder layer, the text tower's weights: its attention projections and feed-forward (46% of Nano's weights).
+TEXT_TOWER = tuple(f"self_attn.{n}" for n in ("to_q", "to_k", "to_v", "to_out")) + tuple(
+    f"mlp.{n}" for n in ("gate_proj", "up_proj", "down_proj")
+)
+
+
+def keep_text_tower_in_cpu_memory(pipe: Cosmos3OmniPipeline, device: torch.device) -> None:
+    """`text_tower_offload`: the text tower's weights stay in (pinned) CPU memory and are copied to `device` for each
+    call. With `text_kv_cache` the text tower runs only at step 0 of each guidance pass, so a generation copies them
+    twice, not at every step (as `group_offload` does). Call it before `pipe.to(device)`: the weights it holds are not
+    the modules' parameters any more, so the move leaves them where they are. Exact."""
+    from diffusers.hooks import HookRegistry, ModelHook
+
+    class WeightsOnCall(ModelHook):
+        def __init__(self, module: torch.nn.Module) -> None:
+            super().__init__()
+            self.held = {}
+            for name, param in module.named_parameters(recurse=False):
+                weight = param.data.to("cpu")
+                self.held[name] = weight.pin_memory() if device.type == "cuda" else weight
+                param.data = param.data.new_empty(0)
+
+        def pre_forward(self, module, *args, **kwargs):
+            for name, weight in self.held.items():
+                getattr(module, name).data = weight.to(device, non_blocking=True)
+            return args, kwargs
+
+        def post_forward(self, module, output):
+            for name in self.held:
+                param = getattr(module, name)
+                param.data = param.data.new_empty(0)
+            return output
+
+    for layer in _layers(pipe):
+        for name in TEXT_TOWER:
+            module = layer.get_submodule(name)
+            HookRegistry.check_if_exists_or_initialize(module).register_hook(WeightsOnCall(module), "text_tower")
+
+
 def cache_blank_video_encoding(pipe: Cosmos3OmniPipeline) -> None:
     """`zero_encode_cache`: the VAE encoding of text-to-video's all-zero input video, once per size (exact)."""
     encode = pipe._encode_video
@@ -294,5 +392,6 @@ def use_flash_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None =
         if device.type == "cuda":
             warnings.warn(f"Speed switch 'flash_attention' skipped: {reason}.", stacklevel=2)
         return reason
+    keep_compiled_code()  # before the kernel's compiler is imported: its kernels are kept too
     flash_attention.use_for(pipe)
     return None

@@ -274,21 +274,12 @@ def settings_for(mode: str, preset: str = "default", *, model: str = "", **overr
         num_frames = min(num_frames, v.max_frames)  # a preset's length is capped at the checkpoint's own
 
     return GenerationSettings(
-        mode=mode,
-        width=width,
-        height=height,
-        num_frames=num_frames,
-        fps=fps,
-        num_inference_steps=steps,
-        guidance_scale=guidance,
-        flow_shift=shift,
-        seed=seed,
-        enable_sound=enable_sound,
-        preset=p.name,
-    )
+        mode=mode, width=width, height=height, num_frames=num_frames, fps=fps, num_inference_steps=steps,
+        guidance_scale=guidance, flow_shift=shift, seed=seed, enable_sound=enable_sound, preset=p.name,
+    )  # fmt: skip
 
 
-def _for_variant(
+def _for_variant(  # fmt: skip
     v: models.Variant,
     model: str,
     mode: str,

@@ -61,7 +61,7 @@ def test_ruff_lints_code_and_notebooks():
 
 # A committed file must make sense on any machine: no path from the machines where it was written or run, and no
 # reference to material outside the repository.
-MACHINE_PATH = re.compile(r"\.\./shared\b|(?<![\w.<>-])/(?:work|farm|opt|tmp|home|Users|root)/\S")
+MACHINE_PATH = re.compile(r"\.\./shared\b|(?<![\w.<>:-])/(?:work|farm|opt|tmp|home|Users|root)/\S")
 
 
 def test_committed_files_carry_no_machine_paths():

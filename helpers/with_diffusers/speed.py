@@ -2,20 +2,8 @@
 
 `SPEEDS` maps the notebook's `SPEED` parameter to switch names, in the order they must be applied. The notebook turns
 each switch on in plain sight: diffusers' and PyTorch's public calls written out, and one function here for each of
-the cookbook's own (`cache_text_keys_values`, `cache_blank_video_encoding`, `autotune_vae_decode`,
-`use_flash_attention`). `cookbook_tools.pipelines.apply` does the same by name for code without a notebook
-(its docstring has a table of every switch).
-
-Why `text_kv_cache` is exact: in every Cosmos 3 decoder layer the text ("understanding") tokens attend only to
-each other, causally, and never to the generated tokens; nothing on their path depends on the timestep. So the text
-keys and values that the generated tokens attend to are the same at every denoising step for a given prompt. The
-cache records them at step 0 of each `cache_context` ("cond" and "uncond" are separate) and from step 1 on runs only
-the generation half of each layer. tests/test_speed.py checks the output against the uncached pipeline.
-
-Why `zero_encode_cache` is exact: without a conditioning image or video, `prepare_latents` VAE-encodes an all-zero
-video of the output's size (seconds at 720p) only to get the latent shape; its values are multiplied by a zero mask.
-The encoding of zeros depends only on the size, dtype, device and the VAE, so it is computed once per such key and
-reused; inputs with any non-zero value (real conditioning) are encoded as before.
+the cookbook's own. `cookbook_tools.pipelines.apply` does the same by name (its docstring tables every switch);
+tests/test_speed.py checks that each exact switch keeps the output.
 """
 
 from __future__ import annotations
@@ -153,25 +141,16 @@ def attend(attn: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     from diffusers.models.attention_dispatch import dispatch_attention_fn
 
     out = dispatch_attention_fn(
-        query.unsqueeze(0),
-        key.unsqueeze(0),
-        value.unsqueeze(0),
-        is_causal=is_causal,
-        enable_gqa=True,
-        backend=attn.processor._attention_backend,
-        parallel_config=attn.processor._parallel_config,
-    )
+        query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0), is_causal=is_causal, enable_gqa=True,
+        backend=attn.processor._attention_backend, parallel_config=attn.processor._parallel_config,
+    )  # fmt: skip
     return out.squeeze(0)
 
 
 def _generation_half(
-    layer: Any,
-    gen_seq: torch.Tensor,
-    text_key: torch.Tensor,
-    text_value: torch.Tensor,
-    cos: torch.Tensor,
+    layer: Any, gen_seq: torch.Tensor, text_key: torch.Tensor, text_value: torch.Tensor, cos: torch.Tensor,
     sin: torch.Tensor,
-) -> torch.Tensor:
+) -> torch.Tensor:  # fmt: skip
     """The generation pathway of `Cosmos3VLTextMoTDecoderLayer.forward`, given the text keys and values."""
     import torch
 
@@ -225,7 +204,9 @@ def _text_kv_cache_hook(compiled: bool):
 
 
 def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False) -> None:
-    """`text_kv_cache`: each layer's text keys and values computed once per prompt, not at every step (exact).
+    """`text_kv_cache`: each layer's text keys and values computed once per prompt, not at every step. Exact: the text
+    tokens attend only to each other, causally, and nothing on their path depends on the timestep, so the keys and
+    values the generated tokens see are the same at every step; recorded at step 0 of each guidance pass.
 
     `compiled=True` when the layers are compiled: the generation half the cache runs is then compiled too.
     """
@@ -250,11 +231,10 @@ def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False)
 
 def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
     """`cuda_graphs`: from step 1 on, an image's pass through the decoder layers replays a CUDA graph (one per
-    guidance pass and size) instead of launching each kernel from Python: images have so few tokens that the host's
-    launches, not the GPU, set the step time. Exact: the graph runs the same kernels on the same values. Needs
-    `text_kv_cache` (the graph holds the cached text keys; step 0 records new ones and drops the graph). Videos (at
-    least `MIN_QUERY_TOKENS` generated tokens) keep the GPU busy anyway and run as before. Returns None, or why it
-    cannot act here."""
+    guidance pass and size) instead of launching every kernel from Python; images have so few tokens that the host's
+    launches, not the GPU, set their step time. Exact (the same kernels on the same values). The graph holds the
+    text keys of `text_kv_cache`, so step 0, which records new ones, drops it. Videos (at least `MIN_QUERY_TOKENS`
+    generated tokens) keep the GPU busy and run as before. Returns None, or why it cannot act here."""
     import torch
     from diffusers.hooks import HookRegistry
 
@@ -265,22 +245,19 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
         raise InvalidSettingError("cuda_graphs needs text_kv_cache: apply 'text_kv_cache' first.")
     if device_of(pipe).type != "cuda":
         return f"cuda_graphs needs a CUDA GPU; the model runs on {device_of(pipe).type}"
-    run_layers = pipe.transformer._run_decoder_stack
+    run_layers, transformer = pipe.transformer._run_decoder_stack, pipe.transformer
     graphs: dict[str, tuple[Any, ...]] = {}  # per guidance pass: (input sizes, graph, its inputs, its outputs)
     stream = torch.cuda.Stream(device_of(pipe))
 
     def replay_or_run(und_seq: torch.Tensor, gen_seq: torch.Tensor, rotary_emb: tuple[torch.Tensor, ...]):
-        context = kv_hook.state_manager._context
+        context, inputs = kv_hook.state_manager._context, (und_seq, gen_seq, *rotary_emb)
         # Context parallelism (`parallel_diffusers`) talks to other GPUs inside the layers: not recorded.
-        sharded = pipe.transformer._cp_shard_fn is not None
-        if context is None or context.step_index is None or gen_seq.shape[0] >= MIN_QUERY_TOKENS or sharded:
+        if context is None or not context.step_index or len(gen_seq) >= MIN_QUERY_TOKENS or transformer._cp_shard_fn:
+            if context is not None and context.step_index == 0:
+                graphs.pop(context.name, None)
             return run_layers(und_seq, gen_seq, rotary_emb)
-        if context.step_index == 0:
-            graphs.pop(context.name, None)
-            return run_layers(und_seq, gen_seq, rotary_emb)
-        inputs = (und_seq, gen_seq, *rotary_emb)
         sizes = [(t.shape, t.dtype) for t in inputs]
-        if context.name not in graphs or graphs[context.name][0] != sizes:
+        if graphs.get(context.name, [None])[0] != sizes:
             static = [t.clone() for t in inputs]
             # Once outside the graph first, on the capture stream: compilation and library set-up cannot be recorded.
             stream.wait_stream(torch.cuda.current_stream())
@@ -297,14 +274,13 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
         graph.replay()
         return outputs
 
-    pipe.transformer._run_decoder_stack = replay_or_run
+    transformer._run_decoder_stack = replay_or_run
     return None
 
 
 # Per decoder layer, the text tower's weights: its attention projections and feed-forward (46% of Nano's weights).
-TEXT_TOWER = tuple(f"self_attn.{n}" for n in ("to_q", "to_k", "to_v", "to_out")) + tuple(
-    f"mlp.{n}" for n in ("gate_proj", "up_proj", "down_proj")
-)
+TEXT_TOWER = ("self_attn.to_q", "self_attn.to_k", "self_attn.to_v", "self_attn.to_out", "mlp.gate_proj", "mlp.up_proj",
+              "mlp.down_proj")  # fmt: skip
 
 
 def keep_text_tower_in_cpu_memory(pipe: Cosmos3OmniPipeline, device: torch.device) -> None:
@@ -330,8 +306,7 @@ def keep_text_tower_in_cpu_memory(pipe: Cosmos3OmniPipeline, device: torch.devic
 
         def post_forward(self, module, output):
             for name in self.held:
-                param = getattr(module, name)
-                param.data = param.data.new_empty(0)
+                getattr(module, name).data = getattr(module, name).data.new_empty(0)
             return output
 
     for layer in _layers(pipe):
@@ -341,7 +316,8 @@ def keep_text_tower_in_cpu_memory(pipe: Cosmos3OmniPipeline, device: torch.devic
 
 
 def cache_blank_video_encoding(pipe: Cosmos3OmniPipeline) -> None:
-    """`zero_encode_cache`: the VAE encoding of text-to-video's all-zero input video, once per size (exact)."""
+    """`zero_encode_cache`: text-to-video VAE-encodes an all-zero video only for its latent shape (the values are
+    masked out); that encoding is made once per size and kept. Inputs with any non-zero value are encoded as before."""
     encode = pipe._encode_video
     cache: dict[tuple[Any, ...], torch.Tensor] = {}
 

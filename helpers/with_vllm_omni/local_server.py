@@ -36,13 +36,7 @@ class Endpoint:
 
 
 def endpoint(
-    base_url: str,
-    *,
-    model: str,
-    api_key: str = "",
-    device: str = "auto",
-    guardrails: str = "auto",
-    speed: str = "none",
+    base_url: str, *, model: str, api_key: str = "", device: str = "auto", guardrails: str = "auto", speed: str = "none"
 ) -> Endpoint:
     """`base_url="auto"`: $OMNI_BASE_URL when set, else a local server on `model`; anything else is used as is."""
     check_guardrails(guardrails)  # before any server starts

@@ -37,8 +37,8 @@ SPEEDS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "min_vram": (
         ("fp8_storage", "group_offload", "vae_tiling"),
-        "Nano on a 16 GiB GPU (with TIER='256p'): float8 weights streamed layer by layer from CPU memory; "
-        "about 10x slower, output changes slightly",
+        "Nano on an 8 GiB GPU (with TIER='256p'): float8 weights streamed layer by layer from CPU memory at every "
+        "step; about 11x slower, output changes slightly",
     ),
 }
 # Recompilations allowed per compiled function once `compile` is on (PyTorch's default is 8).

@@ -1,0 +1,45 @@
+"""The benchmark scripts on the tiny checkpoint (CPU): they run, and their result files hold the rows the docs quote.
+
+They measure nothing here; the numbers come from the same scripts on a GPU (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(args: list[str]) -> None:
+    subprocess.run([sys.executable, *args], cwd=REPO, check=True, capture_output=True, text=True, timeout=900)
+
+
+def test_gpu_benchmark_times_every_preset_and_a_memory_cap_in_one_process(tmp_path: Path) -> None:
+    out = tmp_path / "table.json"
+    _run(["benchmarks/gpu_benchmark.py", "--arch", "tiny", "--device", "cpu", "--modes", "t2v,t2i", "--tiers", "256p",
+          "--frames", "9", "--plan", "256p:2", "--presets", "baseline,fast,low_vram", "--caps", "low_vram:256p:24:2",
+          "--out", str(out)])  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["preset"], r["mode"]) for r in rows] == [
+        ("baseline", "t2v"), ("baseline", "t2i"), ("fast", "t2v"), ("fast", "t2i"), ("low_vram", "t2v"),
+    ]  # fmt: skip
+    image = next(r for r in rows if r["preset"] == "fast" and r["mode"] == "t2i")
+    assert image["steps_timed"] == image["steps"] == 50 and not image["extrapolated"]  # images: every step
+    assert all("psnr_db" in r for r in rows if r["preset"] != "baseline")  # each compared with the baseline
+    assert rows[-1]["cap_gib"] == 24.0 and "text_tower_offload" in rows[-1]["speedups"]
+    table = subprocess.run([sys.executable, "benchmarks/gpu_benchmark.py", "--table", str(out)], cwd=REPO,
+                           check=True, capture_output=True, text=True).stdout  # fmt: skip
+    assert table.count("\n| t2") == len(rows)
+
+
+def test_cold_start_runs_each_speed_in_its_own_process_with_one_shared_cache(tmp_path: Path) -> None:
+    out = tmp_path / "cold.json"
+    _run(["benchmarks/cold_start.py", "--arch", "tiny", "--device", "cpu", "--frames", "9", "--steps", "2",
+          "--out", str(out)])  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["run"] for r in rows] == ["none", "fast, cold", "fast, warm"]
+    assert all(r["first"]["frames"] == 9 and r["first"]["total_s"] > 0 for r in rows)
+    assert "second" in rows[-1]  # the warm run also times its steady second video

@@ -183,6 +183,21 @@ def test_fast_keeps_generating_across_many_sizes_and_modes():
         assert np.asarray(out.video).shape[-3:-1] == (height, width)
 
 
+def test_fast_compiles_each_layer_function_once_per_prompt_length():
+    # The first layer receives slices of one buffer and the others whole tensors. Compiled code guarded on that, so a
+    # new kernel traced and loaded the layer and its cached half twice per length: 6 graphs here instead of 4 (a
+    # static one for the prompt, a dynamic one once the negative prompt's length differs, for each function).
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    pipe = _fresh_pipe()
+    pipelines.apply(pipe, speed.switches("fast"))
+    _generate(pipe, "t2v", steps=2)
+    assert counters["stats"]["unique_graphs"] == 4
+
+
 def test_memory_speeds_choose_the_allocator_before_cuda_starts_and_keep_a_users_own(monkeypatch):
     monkeypatch.delenv(speed.ALLOCATOR_ENV, raising=False)
     assert "default" in speed.configure_allocator("fast") and speed.ALLOCATOR_ENV not in os.environ

@@ -97,10 +97,6 @@ def device_of(pipe: Cosmos3OmniPipeline) -> torch.device:
     return get_parameter_device(pipe.transformer)
 
 
-def _layers(pipe: Cosmos3OmniPipeline) -> list[torch.nn.Module]:
-    return list(pipe.transformer.layers)
-
-
 @functools.cache
 def _compiled_generation_half():
     import torch
@@ -188,6 +184,10 @@ def _text_kv_cache_hook(compiled: bool):
                 # Called outside the pipeline's denoising loop: no step to key the cache on.
                 return self.fn_ref.original_forward(und_seq, gen_seq, rotary_emb)
             state = self.state_manager.get_state()
+            if compiled and und_seq._base is not None:
+                # Layer 0 gets slices of one buffer, the rest whole tensors: compiled code would guard on that and
+                # compile each layer function twice per shape. A copy costs far less.
+                und_seq, gen_seq = und_seq.clone(), gen_seq.clone()
             cos_und, sin_und, cos_gen, sin_gen = rotary_emb
             if context.step_index == 0 or state.key_value is None or state.key_value[1].shape[0] != und_seq.shape[0]:
                 text = module.input_layernorm(und_seq)
@@ -213,7 +213,7 @@ def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False)
     from diffusers.hooks import HookRegistry
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
 
-    for layer in _layers(pipe):
+    for layer in pipe.transformer.layers:
         processor = layer.self_attn.processor
         # The cache recomputes the generation half itself; it knows the default processor's attention, and any
         # processor that brings its own `attend` (context parallelism).
@@ -223,7 +223,7 @@ def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False)
                 f"{type(processor).__name__}. Drop 'text_kv_cache'."
             )
     hook_cls = _text_kv_cache_hook(compiled)
-    for layer in _layers(pipe):
+    for layer in pipe.transformer.layers:
         HookRegistry.check_if_exists_or_initialize(layer).register_hook(hook_cls(), _TEXT_KV_HOOK)
     # `cache_context` finds stateful hooks through a cached list of child registries; refresh it.
     HookRegistry.check_if_exists_or_initialize(pipe.transformer).invalidate_child_registries_cache()
@@ -240,7 +240,7 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
 
     from helpers.with_diffusers.flash_attention import MIN_QUERY_TOKENS
 
-    kv_hook = HookRegistry.check_if_exists_or_initialize(_layers(pipe)[0]).get_hook(_TEXT_KV_HOOK)
+    kv_hook = HookRegistry.check_if_exists_or_initialize(pipe.transformer.layers[0]).get_hook(_TEXT_KV_HOOK)
     if kv_hook is None:
         raise InvalidSettingError("cuda_graphs needs text_kv_cache: apply 'text_kv_cache' first.")
     if device_of(pipe).type != "cuda":
@@ -309,7 +309,7 @@ def keep_text_tower_in_cpu_memory(pipe: Cosmos3OmniPipeline, device: torch.devic
                 getattr(module, name).data = getattr(module, name).data.new_empty(0)
             return output
 
-    for layer in _layers(pipe):
+    for layer in pipe.transformer.layers:
         for name in TEXT_TOWER:
             module = layer.get_submodule(name)
             HookRegistry.check_if_exists_or_initialize(module).register_hook(WeightsOnCall(module), "text_tower")

@@ -106,6 +106,11 @@ def apply(
     """
     names = check(names)
     done, passed = applied(pipe), skipped(pipe)
+    if {"cuda_graphs", "sea_cache"} <= {*names, *done, *passed}:
+        raise InvalidSettingError(
+            "'cuda_graphs' and 'sea_cache' cannot be combined: SeaCache decides on the CPU at every step whether to "
+            "skip work, which a recorded CUDA graph cannot do. Drop one of them."
+        )
     new = [n for n in names if n not in done and n not in passed]
     last = max((SWITCHES.index(n) for n in (*done, *passed)), default=-1)
     if new and SWITCHES.index(new[0]) < last:

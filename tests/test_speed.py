@@ -146,6 +146,15 @@ def test_text_tower_offload_keeps_the_text_weights_out_of_the_model_and_changes_
     assert all(m.weight.numel() == 0 for m in tower)  # released again after each call
 
 
+def test_cuda_graphs_and_step_caching_are_refused_together():
+    pipe = _fresh_pipe()
+    pipelines.apply(pipe, ["text_kv_cache", "cuda_graphs"])
+    with pytest.raises(InvalidSettingError, match="'cuda_graphs' and 'sea_cache' cannot be combined"):
+        pipelines.apply(pipe, ["sea_cache"])
+    with pytest.raises(InvalidSettingError, match="Drop one of them"):
+        pipelines.apply(_fresh_pipe(), ["text_kv_cache", "cuda_graphs", "sea_cache"])
+
+
 def test_cuda_graphs_need_the_text_cache_and_a_cuda_gpu():
     pipe = _fresh_pipe()
     with pytest.raises(InvalidSettingError, match="apply 'text_kv_cache' first"):

@@ -3,9 +3,9 @@
 `load_pipeline` is the Diffusers notebook's load cells in one call, `generate` its `pipe(...)` call (the same call, so
 every route gives the same frames for the same settings and seed: tests/test_vllm_notebook.py compares the two
 notebooks' files), and `apply` turns the speed and memory switches of `helpers.with_diffusers.speed` on by name, as
-the notebook's cells do one by one. Applying the same names again
-does nothing; `applied` and `skipped` say what is on and what this machine cannot run (`flash_attention` is
-skipped where FlashAttention-4 cannot run, and PyTorch's attention stays).
+the notebook's cells do one by one. Applying the same names again does nothing; `applied` and `skipped` say what is
+on and what this machine cannot run (`cuda_graphs` is skipped off CUDA, and `flash_attention` where FlashAttention-4
+cannot run, and PyTorch's attention stays).
 
 | switch | what it does | output |
 |---|---|---|

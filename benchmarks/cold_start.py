@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--frames", type=int, default=189)
     parser.add_argument("--steps", type=int, default=35)
     parser.add_argument("--warm-runs", type=int, default=1, help="fast runs after the cold one")
-    parser.add_argument("--also", default="", help="more warm runs, e.g. fast-vae_autotune (fast without a switch)")
+    parser.add_argument("--also", default="", help="more warm runs, e.g. fast-flash_attention (fast without a switch)")
     parser.add_argument("--out", default="cold_start.json")
     args = parser.parse_args(argv)
     cache = Path(tempfile.mkdtemp(prefix="cosmos3-compile-cache-"))

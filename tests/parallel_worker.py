@@ -20,7 +20,7 @@ from parallel_diffusers.request import Request
 
 MODES = "t2v,t2v_sound"
 STEPS = 3
-SWITCHES = ("text_kv_cache", "zero_encode_cache", "vae_autotune")
+SWITCHES = ("text_kv_cache", "zero_encode_cache")
 
 
 def main(out: Path) -> None:

@@ -22,12 +22,12 @@ if TYPE_CHECKING:
 SPEEDS: dict[str, tuple[tuple[str, ...], str]] = {
     "none": ((), "diffusers as it comes: the reference output"),
     "fast": (
-        ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention", "cuda_graphs"),
+        ("compile", "text_kv_cache", "zero_encode_cache", "flash_attention", "cuda_graphs"),
         "the same output up to numerical noise, faster: compiled layers, text keys/values cached across steps, "
-        "tuned VAE decode, FlashAttention-4 on Hopper/Blackwell GPUs, image steps replayed as CUDA graphs",
+        "the blank-video encoding kept, FlashAttention-4 on Hopper/Blackwell GPUs, image steps replayed as CUDA graphs",
     ),
     "turbo": (
-        ("compile", "text_kv_cache", "zero_encode_cache", "vae_autotune", "flash_attention", "sea_cache"),
+        ("compile", "text_kv_cache", "zero_encode_cache", "flash_attention", "sea_cache"),
         "fast plus SeaCache step caching: quicker again, but the output changes",
     ),
     "low_vram": (
@@ -98,12 +98,6 @@ def device_of(pipe: Cosmos3OmniPipeline) -> torch.device:
 
 
 @functools.cache
-def _compiled_generation_half():
-    import torch
-
-    return torch.compile(_generation_half, fullgraph=True)
-
-
 def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     from diffusers.models.transformers.transformer_cosmos3 import _rotate_half
 
@@ -158,6 +152,7 @@ def _generation_half(
 
 
 def _text_kv_cache_hook(compiled: bool):
+    import torch
     from diffusers.hooks import ModelHook
     from diffusers.hooks.hooks import BaseState, StateManager
 
@@ -176,7 +171,7 @@ def _text_kv_cache_hook(compiled: bool):
         def __init__(self) -> None:
             super().__init__()
             self.state_manager = StateManager(TextKVState)
-            self.generation_half = _compiled_generation_half() if compiled else _generation_half
+            self.generation_half = torch.compile(_generation_half, fullgraph=True) if compiled else _generation_half
 
         def new_forward(self, module, und_seq, gen_seq, rotary_emb):
             context = self.state_manager._context
@@ -192,7 +187,9 @@ def _text_kv_cache_hook(compiled: bool):
             if context.step_index == 0 or state.key_value is None or state.key_value[1].shape[0] != und_seq.shape[0]:
                 text = module.input_layernorm(und_seq)
                 state.key_value = text_keys_values(module.self_attn, text, cos_und, sin_und)
-                return self.fn_ref.original_forward(und_seq, gen_seq, rotary_emb)
+                # Step 0 uncompiled: see `cache_text_keys_values`.
+                forward = self.fn_ref.original_forward
+                return getattr(forward, "_torchdynamo_orig_callable", forward)(und_seq, gen_seq, rotary_emb)
             # The text stream is returned unchanged: only generation positions are read after the last layer.
             return und_seq, self.generation_half(module, gen_seq, *state.key_value, cos_gen, sin_gen)
 
@@ -208,7 +205,8 @@ def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False)
     tokens attend only to each other, causally, and nothing on their path depends on the timestep, so the keys and
     values the generated tokens see are the same at every step; recorded at step 0 of each guidance pass.
 
-    `compiled=True` when the layers are compiled: the generation half the cache runs is then compiled too.
+    `compiled=True` when the layers are compiled: the generation half the cache runs is then compiled too, and step 0
+    runs the layer uncompiled (once per guidance pass, it is not worth each new process's tracing and loading).
     """
     from diffusers.hooks import HookRegistry
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
@@ -334,26 +332,6 @@ def cache_blank_video_encoding(pipe: Cosmos3OmniPipeline) -> None:
 
     # An instance attribute: only this pipeline's `prepare_latents` sees the cache.
     pipe._encode_video = encode_once_per_size
-
-
-def autotune_vae_decode(pipe: Cosmos3OmniPipeline) -> None:
-    """`vae_autotune`: cuDNN picks the fastest convolution algorithms, during the VAE decode only."""
-    import torch
-
-    decode = pipe.vae.decode
-
-    @functools.wraps(decode)
-    def autotuned_decode(*args: Any, **kwargs: Any) -> Any:
-        # Scoped to the decode: benchmark mode tries each algorithm once per new input shape, which pays off for the
-        # VAE's many same-shaped 3D convolutions; elsewhere (and under a memory cap) the default heuristics stay.
-        before = torch.backends.cudnn.benchmark
-        torch.backends.cudnn.benchmark = True
-        try:
-            return decode(*args, **kwargs)
-        finally:
-            torch.backends.cudnn.benchmark = before
-
-    pipe.vae.decode = autotuned_decode
 
 
 def use_flash_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:

@@ -176,12 +176,14 @@ def test_the_runner_writes_the_files_and_manifest_the_notebook_writes(tiny_pipe,
         assert dataclasses.replace(media.probe(ours), path="") == dataclasses.replace(media.probe(theirs), path="")
         # Written from frames equal up to float noise (the test above), which can tip a value to the next 8-bit
         # level now and then; the encoder carries such a change into its block, so the decoded pictures agree to
-        # within a few levels in a few places, and the 16-bit sound to within a step.
+        # within a few levels in a few places. The WAV's 16-bit sound agrees to within a step; AAC, a lossy codec,
+        # spreads such a step over its frame (seen: up to 7 steps in 3% of the samples).
         if g["kind"] == "video":
             diff = np.abs(media.read_frames(ours).astype(int) - media.read_frames(theirs).astype(int))
             assert diff.mean() < 0.1 and (diff > 0).mean() < 0.01, (diff.mean(), (diff > 0).mean(), diff.max())
         if g["has_audio"]:
-            np.testing.assert_allclose(media.read_audio(ours)[0], media.read_audio(theirs)[0], rtol=0, atol=2 / 2**15)
+            atol = (2 if g["path"].endswith(".wav") else 32) / 2**15
+            np.testing.assert_allclose(media.read_audio(ours)[0], media.read_audio(theirs)[0], rtol=0, atol=atol)
 
 
 def test_a_failed_run_raises_with_the_end_of_its_output(tmp_path, _isolated_cache):

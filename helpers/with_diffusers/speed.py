@@ -98,6 +98,12 @@ def device_of(pipe: Cosmos3OmniPipeline) -> torch.device:
 
 
 @functools.cache
+def _compiled_generation_half():
+    import torch
+
+    return torch.compile(_generation_half, fullgraph=True)
+
+
 def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     from diffusers.models.transformers.transformer_cosmos3 import _rotate_half
 
@@ -152,7 +158,6 @@ def _generation_half(
 
 
 def _text_kv_cache_hook(compiled: bool):
-    import torch
     from diffusers.hooks import ModelHook
     from diffusers.hooks.hooks import BaseState, StateManager
 
@@ -171,7 +176,7 @@ def _text_kv_cache_hook(compiled: bool):
         def __init__(self) -> None:
             super().__init__()
             self.state_manager = StateManager(TextKVState)
-            self.generation_half = torch.compile(_generation_half, fullgraph=True) if compiled else _generation_half
+            self.generation_half = _compiled_generation_half() if compiled else _generation_half
 
         def new_forward(self, module, und_seq, gen_seq, rotary_emb):
             context = self.state_manager._context

@@ -43,3 +43,13 @@ def test_cold_start_runs_each_speed_in_its_own_process_with_one_shared_cache(tmp
     assert [r["run"] for r in rows] == ["none", "fast, cold", "fast, warm"]
     assert all(r["first"]["frames"] == 9 and r["first"]["total_s"] > 0 for r in rows)
     assert "second" in rows[-1]  # the warm run also times its steady second video
+
+
+def test_image_steps_reports_each_tiers_step_time(tmp_path: Path) -> None:
+    out = tmp_path / "steps.json"
+    _run(["benchmarks/image_steps.py", "--arch", "tiny", "--device", "cpu", "--tiers", "256p,480p", "--steps", "3",
+          "--out", str(out)])  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["tier"] for r in rows] == ["256p", "480p"]
+    # No CUDA graphs here: the graph and host-wait fields appear only on a GPU.
+    assert all(r["step_wall_ms"] > 0 and "cond_graph_ms" not in r for r in rows)

@@ -122,6 +122,8 @@ def test_flash_attention_kernel_matches_pytorch_attention() -> None:
 
 
 def test_cuda_graphs_give_the_image_that_launching_each_kernel_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bit for bit, for the prompt they were recorded with, for another prompt of the same length (its text keys are
+    written into the tensors the graphs read) and for a longer one (recorded again)."""
     import numpy as np
 
     from cookbook_tools import pipelines
@@ -131,16 +133,30 @@ def test_cuda_graphs_give_the_image_that_launching_each_kernel_gives(monkeypatch
     pipe = pipelines.load_pipeline("tiny", device="cuda")[0]
     pipelines.apply(pipe, ["compile", "text_kv_cache"])
     s = presets.settings_for("t2i", "smoke", num_inference_steps=4, seed=SEED)
+    prompt = prompts.prompt_text(s)
+    same_length = prompt.swapcase()
+    longer = prompt.replace('"description": "', '"description": "In overcast light, ', 1)  # still structured JSON
+    tokens = [len(pipe.text_tokenizer(text).input_ids) for text in (prompt, same_length, longer)]
+    assert tokens[0] == tokens[1] < tokens[2]  # the tiny checkpoint's tokenizer: one token per byte
 
-    def image() -> np.ndarray:
-        out = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
+    def image(text: str) -> np.ndarray:
+        out = pipelines.generate(pipe, text, s, negative_prompt=prompts.negative_prompt())
         return np.asarray(out.video)
 
-    want = image()
-    replays = []
-    replay = torch.cuda.CUDAGraph.replay
+    want = {text: image(text) for text in (prompt, same_length, longer)}
+    assert not np.array_equal(want[prompt], want[same_length])
+    replays, recordings = [], []
+    replay, capture_begin = torch.cuda.CUDAGraph.replay, torch.cuda.CUDAGraph.capture_begin
     monkeypatch.setattr(torch.cuda.CUDAGraph, "replay", lambda graph: replays.append(1) or replay(graph))
+    monkeypatch.setattr(
+        torch.cuda.CUDAGraph,
+        "capture_begin",
+        lambda graph, *a, **k: recordings.append(1) or capture_begin(graph, *a, **k),
+    )
     pipelines.apply(pipe, ["cuda_graphs"])
-    for generation in (1, 2):  # the second generation records its graphs again (new text keys at its step 0)
-        np.testing.assert_array_equal(image(), want)
-        assert len(replays) == generation * (s.num_inference_steps - 1) * 2  # steps 1-3, both guidance passes
+    for generation, text in enumerate((prompt, same_length, prompt, longer), start=1):
+        np.testing.assert_array_equal(image(text), want[text])
+        assert len(replays) == generation * s.num_inference_steps * 2  # every step of both guidance passes
+        # Per guidance pass: step 0 (writes the text keys) and the later steps (read them). The longer prompt records
+        # its pass's two again; the negative prompt's pass keeps its graphs.
+        assert len(recordings) == (4 if generation < 4 else 6)

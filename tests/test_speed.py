@@ -78,6 +78,27 @@ def test_text_kv_cache_gives_the_uncached_output(mode: str, monkeypatch: pytest.
     assert len(replays) == 16
 
 
+def test_text_kv_cache_writes_the_next_prompt_of_the_same_length_into_the_keys_it_holds():
+    from diffusers.hooks import HookRegistry
+
+    reference, cached = _fresh_pipe(), _fresh_pipe()
+    speed.cache_text_keys_values(cached)
+    s = presets.settings_for("t2i", "smoke", num_inference_steps=3, seed=7)
+    first = prompts.prompt_text(s)
+    second = first.swapcase()  # the tiny checkpoint's tokenizer has one token per byte: the same length
+
+    def image(pipe, text: str):
+        return pipelines.generate(pipe, text, s, negative_prompt=prompts.negative_prompt()).video
+
+    hook = HookRegistry.check_if_exists_or_initialize(cached.transformer.layers[0]).get_hook(speed._TEXT_KV_HOOK)
+    image(cached, first)
+    held = hook.key_values["cond"]
+    got = image(cached, second)
+    assert hook.key_values["cond"] is held  # the same tensors, which CUDA graphs recorded on keep reading
+    np.testing.assert_allclose(got, image(reference, second), rtol=0, atol=1e-5)
+    assert not np.allclose(got, image(reference, first), rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", ["low_vram", "min_vram"])
 def test_memory_speeds_run_on_the_tiny_checkpoint(name: str):
     pipe = _fresh_pipe()

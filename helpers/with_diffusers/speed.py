@@ -8,6 +8,7 @@ tests/test_speed.py checks that each exact switch keeps the output.
 
 from __future__ import annotations
 
+import collections
 import functools
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -161,21 +162,17 @@ def _text_kv_cache_hook(compiled: bool):
     from diffusers.hooks import ModelHook
     from diffusers.hooks.hooks import BaseState, StateManager
 
-    class TextKVState(BaseState):
-        def __init__(self) -> None:
-            self.key_value: tuple[torch.Tensor, torch.Tensor] | None = None
-
-        def reset(self) -> None:
-            self.key_value = None
-
     class TextKVCacheHook(ModelHook):
         """Per decoder layer: record the text keys/values at step 0 of a context, then skip the text half."""
 
         _is_stateful = True
+        # Per guidance pass, the times a layer's text keys/values went to new tensors: `cuda_graphs` records again.
+        renewed: collections.Counter[str] = collections.Counter()
 
         def __init__(self) -> None:
             super().__init__()
-            self.state_manager = StateManager(TextKVState)
+            self.state_manager = StateManager(BaseState)  # how diffusers hands a hook the pipeline's `cache_context`
+            self.key_values: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # per guidance pass
             self.generation_half = _compiled_generation_half() if compiled else _generation_half
 
         def new_forward(self, module, und_seq, gen_seq, rotary_emb):
@@ -183,20 +180,26 @@ def _text_kv_cache_hook(compiled: bool):
             if context is None or context.step_index is None:
                 # Called outside the pipeline's denoising loop: no step to key the cache on.
                 return self.fn_ref.original_forward(und_seq, gen_seq, rotary_emb)
-            state = self.state_manager.get_state()
             if compiled and und_seq._base is not None:
                 # Layer 0 gets slices of one buffer, the rest whole tensors: compiled code would guard on that and
                 # compile each layer function twice per shape. A copy costs far less.
                 und_seq, gen_seq = und_seq.clone(), gen_seq.clone()
             cos_und, sin_und, cos_gen, sin_gen = rotary_emb
-            if context.step_index == 0 or state.key_value is None or state.key_value[1].shape[0] != und_seq.shape[0]:
-                text = module.input_layernorm(und_seq)
-                state.key_value = text_keys_values(module.self_attn, text, cos_und, sin_und)
+            held = self.key_values.get(context.name)
+            if context.step_index == 0 or held is None or held[1].shape[0] != und_seq.shape[0]:
+                new = text_keys_values(module.self_attn, module.input_layernorm(und_seq), cos_und, sin_und)
+                if held is not None and [(t.shape, t.dtype) for t in held] == [(t.shape, t.dtype) for t in new]:
+                    # Into the tensors already held, so that CUDA graphs recorded on them serve the new prompt.
+                    for target, value in zip(held, new, strict=True):
+                        target.copy_(value)
+                else:
+                    self.key_values[context.name] = new
+                    self.renewed[context.name] += 1
                 # Step 0 uncompiled: see `cache_text_keys_values`.
                 forward = self.fn_ref.original_forward
                 return getattr(forward, "_torchdynamo_orig_callable", forward)(und_seq, gen_seq, rotary_emb)
             # The text stream is returned unchanged: only generation positions are read after the last layer.
-            return und_seq, self.generation_half(module, gen_seq, *state.key_value, cos_gen, sin_gen)
+            return und_seq, self.generation_half(module, gen_seq, *held, cos_gen, sin_gen)
 
         def reset_state(self, module):
             self.state_manager.reset()
@@ -208,7 +211,9 @@ def _text_kv_cache_hook(compiled: bool):
 def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False) -> None:
     """`text_kv_cache`: each layer's text keys and values computed once per prompt, not at every step. Exact: the text
     tokens attend only to each other, causally, and nothing on their path depends on the timestep, so the keys and
-    values the generated tokens see are the same at every step; recorded at step 0 of each guidance pass.
+    values the generated tokens see are the same at every step; recorded at step 0 of each guidance pass. They stay on
+    their layer after a generation (Nano with the cookbook's prompts: about 0.3 GiB), and the next prompt of the same
+    length is written into the same tensors, where `cuda_graphs` reads them.
 
     `compiled=True` when the layers are compiled: the generation half the cache runs is then compiled too, and step 0
     runs the layer uncompiled (once per guidance pass, it is not worth each new process's tracing and loading).
@@ -233,13 +238,16 @@ def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False)
 
 
 def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
-    """`cuda_graphs`: from step 1 on, an image's pass through the decoder layers replays a CUDA graph (one per
-    guidance pass and size) instead of launching every kernel from Python; images have so few tokens that the host's
-    launches, not the GPU, set their step time. Exact (the same kernels on the same values). The graph holds the
-    text keys of `text_kv_cache`, so step 0, which records new ones, drops it. Videos (at least `MIN_QUERY_TOKENS`
-    generated tokens) keep the GPU busy and run as before. Returns None, or why it cannot act here."""
+    """`cuda_graphs`: each guidance pass of an image (the whole transformer call) replays a CUDA graph instead of
+    launching its thousands of kernels from Python: images have so few tokens that the host's launches, not the GPU,
+    set their step time. Two graphs per guidance pass and size (step 0, which writes the text keys and values of
+    `text_kv_cache`, and the steps that read them), recorded at first use and kept: `text_kv_cache` writes each
+    prompt's keys into the same tensors, so the next prompt of the same length replays them too. Exact (the same
+    kernels on the same values). Videos (at least `MIN_QUERY_TOKENS` generated tokens) keep the GPU busy and run as
+    before. Returns None, or why it cannot act."""
     import torch
     from diffusers.hooks import HookRegistry
+    from torch.utils import _pytree as pytree
 
     from helpers.with_diffusers.flash_attention import MIN_QUERY_TOKENS
 
@@ -248,36 +256,42 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
         raise InvalidSettingError("cuda_graphs needs text_kv_cache: apply 'text_kv_cache' first.")
     if device_of(pipe).type != "cuda":
         return f"cuda_graphs needs a CUDA GPU; the model runs on {device_of(pipe).type}"
-    run_layers, transformer = pipe.transformer._run_decoder_stack, pipe.transformer
-    graphs: dict[str, tuple[Any, ...]] = {}  # per guidance pass: (input sizes, graph, its inputs, its outputs)
+    transformer, forward = pipe.transformer, pipe.transformer.forward
+    graphs: dict[tuple[str, bool], tuple[Any, ...]] = {}  # (what it was recorded for, graph, inputs, outputs)
     stream = torch.cuda.Stream(device_of(pipe))
 
-    def replay_or_run(und_seq: torch.Tensor, gen_seq: torch.Tensor, rotary_emb: tuple[torch.Tensor, ...]):
-        context, inputs = kv_hook.state_manager._context, (und_seq, gen_seq, *rotary_emb)
-        # Context parallelism (`parallel_diffusers`) talks to other GPUs inside the layers: not recorded.
-        if context is None or not context.step_index or len(gen_seq) >= MIN_QUERY_TOKENS or transformer._cp_shard_fn:
-            if context is not None and context.step_index == 0:
-                graphs.pop(context.name, None)
-            return run_layers(und_seq, gen_seq, rotary_emb)
-        sizes = [(t.shape, t.dtype) for t in inputs]
-        if graphs.get(context.name, [None])[0] != sizes:
-            static = [t.clone() for t in inputs]
+    def replay_or_run(*args: Any, **inputs: Any) -> Any:
+        context = kv_hook.state_manager._context
+        # Context parallelism (`parallel_diffusers`) talks to other GPUs mid-call: not recorded.
+        if args or context is None or context.step_index is None or transformer._cp_shard_fn is not None:
+            return forward(*args, **inputs)
+        if inputs["sequence_length"] - inputs["und_len"] >= MIN_QUERY_TOKENS:
+            return forward(**inputs)
+        leaves, spec = pytree.tree_flatten(inputs)
+        tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+        sizes = [(x.shape, x.dtype) if isinstance(x, torch.Tensor) else x for x in leaves]
+        name = (context.name, context.step_index == 0)  # step 0 runs the text tower, the others skip it
+        if graphs.get(name, (None,))[0] != (spec, kv_hook.renewed[context.name], sizes):
+            graphs.pop(name, None)  # its memory back before recording anew
+            static = [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves]
             # Once outside the graph first, on the capture stream: compilation and library set-up cannot be recorded.
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
-                run_layers(static[0], static[1], tuple(static[2:]))
+                forward(**pytree.tree_unflatten(static, spec))
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
-                outputs = run_layers(static[0], static[1], tuple(static[2:]))
-            graphs[context.name] = (sizes, graph, static, outputs)
-        _, graph, static, outputs = graphs[context.name]
-        for target, value in zip(static, inputs, strict=True):
+                outputs = forward(**pytree.tree_unflatten(static, spec))
+            # After the warm-up, which may have put the text keys in new tensors: the graph reads those.
+            signature = (spec, kv_hook.renewed[context.name], sizes)
+            graphs[name] = (signature, graph, [x for x in static if isinstance(x, torch.Tensor)], outputs)
+        _, graph, static_tensors, outputs = graphs[name]
+        for target, value in zip(static_tensors, tensors, strict=True):
             target.copy_(value)
         graph.replay()
         return outputs
 
-    transformer._run_decoder_stack = replay_or_run
+    transformer.forward = replay_or_run
     return None
 
 

@@ -15,7 +15,7 @@ cannot run, and PyTorch's attention stays).
 | `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
 | `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
 | `flash_attention` | FlashAttention-4 on Hopper/Blackwell GPUs (`with_diffusers.flash_attention`) | same up to noise |
-| `cuda_graphs` | an image's pass through the layers replayed as one CUDA graph per step (CUDA only) | same |
+| `cuda_graphs` | an image's whole transformer call replayed as a CUDA graph, kept across images (CUDA only) | same |
 | `sea_cache` | diffusers' SeaCache: reuses the decoder-stack residual on steps where little changes | changes |
 | `group_offload` | keeps transformer layers in CPU memory and streams them to the GPU one at a time | same |
 | `vae_tiling` | decodes the video in overlapping tiles | changes slightly |

@@ -68,6 +68,11 @@ def test_the_pipeline_and_its_layers_have_what_the_switches_and_the_form_use(tin
         "Cosmos3OmniPipeline._encode_video", "zero_encode_cache"
     )
     assert "_interrupt" in inspect.getsource(type(pipe).__call__), _gone("the _interrupt flag", "form's Stop button")
+    mask = list(inspect.signature(pipe._mask_velocity_predictions).parameters)
+    assert mask[:3] == ["preds_vision", "preds_sound", "vision_condition_mask"] and "preds_action" in mask, _gone(
+        "Cosmos3OmniPipeline._mask_velocity_predictions(preds_vision, preds_sound, vision_condition_mask, ...)",
+        "cuda_graphs",
+    )
     assert hasattr(HookRegistry, "invalidate_child_registries_cache"), _gone(
         "HookRegistry.invalidate_child_registries_cache", "text_kv_cache"
     )

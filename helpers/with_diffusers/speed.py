@@ -54,8 +54,7 @@ MEMORY_ALLOCATOR = "expandable_segments:True"
 
 
 def configure_allocator(speed: str) -> str:
-    """For the memory SPEEDs, PyTorch's expandable segments, chosen before CUDA starts (a user's own setting is
-    kept). Says what it did."""
+    """For the memory SPEEDs, PyTorch's expandable segments, set before CUDA starts (a user's own kept); says so."""
     import os
 
     import torch
@@ -71,10 +70,9 @@ def configure_allocator(speed: str) -> str:
 
 
 def keep_compiled_code() -> str:
-    """Where compiled code is kept, so that the next kernel reuses it instead of compiling again: the cookbook's cache
-    folder (`$TORCHINDUCTOR_CACHE_DIR` when set) holds PyTorch's compiled layers and FlashAttention-4's kernels (which
-    it otherwise compiles again in every process). Call it before the first compilation and before FlashAttention-4
-    is imported."""
+    """Where compiled code is kept for the next kernel: the cookbook's cache folder (`$TORCHINDUCTOR_CACHE_DIR` when
+    set) holds PyTorch's compiled layers and FlashAttention-4's kernels (else compiled again in every process). Call
+    it before the first compilation and before FlashAttention-4 is imported."""
     import os
 
     from random_checkpoints import cache_root
@@ -212,12 +210,10 @@ def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False)
     """`text_kv_cache`: each layer's text keys and values computed once per prompt, not at every step. Exact: the text
     tokens attend only to each other, causally, and nothing on their path depends on the timestep, so the keys and
     values the generated tokens see are the same at every step; recorded at step 0 of each guidance pass. They stay on
-    their layer after a generation (Nano with the cookbook's prompts: about 0.3 GiB), and the next prompt of the same
-    length is written into the same tensors, where `cuda_graphs` reads them.
-
-    `compiled=True` when the layers are compiled: the generation half the cache runs is then compiled too, and step 0
-    runs the layer uncompiled (once per guidance pass, it is not worth each new process's tracing and loading).
-    """
+    their layer (Nano, the cookbook's prompts: about 0.3 GiB), and a next prompt of the same length is written into
+    the same tensors, where `cuda_graphs` reads them. `compiled=True` when the layers are compiled: the generation
+    half the cache runs is then compiled too, and step 0 runs the layer uncompiled (once per guidance pass, it is not
+    worth each new process's tracing and loading)."""
     from diffusers.hooks import HookRegistry
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
 
@@ -238,13 +234,13 @@ def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False)
 
 
 def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
-    """`cuda_graphs`: each guidance pass of an image (the whole transformer call) replays a CUDA graph instead of
-    launching its thousands of kernels from Python: images have so few tokens that the host's launches, not the GPU,
-    set their step time. Two graphs per guidance pass and size (step 0, which writes the text keys and values of
-    `text_kv_cache`, and the steps that read them), recorded at first use and kept: `text_kv_cache` writes each
-    prompt's keys into the same tensors, so the next prompt of the same length replays them too. Exact (the same
-    kernels on the same values). Videos (at least `MIN_QUERY_TOKENS` generated tokens) keep the GPU busy and run as
-    before. Returns None, or why it cannot act."""
+    """`cuda_graphs`: an image has so few tokens that the host's kernel launches, not the GPU, set its step time; each
+    guidance pass (the whole transformer call) replays a CUDA graph instead, one for step 0 (which writes the text
+    keys of `text_kv_cache`) and one for the steps that read them, per pass and size, kept for the next prompt of the
+    same length. Also takes out two of each step's waits for the GPU: the velocity mask's check that some position is
+    noisy (with none, its product is zero anyway) and UniPC's copies of its CPU-held sigmas (moved to the GPU).
+    Exact. Videos (`MIN_QUERY_TOKENS` generated tokens or more) keep the GPU busy and run as before. Returns None, or
+    why it cannot act."""
     import torch
     from diffusers.hooks import HookRegistry
     from torch.utils import _pytree as pytree
@@ -256,8 +252,8 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
         raise InvalidSettingError("cuda_graphs needs text_kv_cache: apply 'text_kv_cache' first.")
     if device_of(pipe).type != "cuda":
         return f"cuda_graphs needs a CUDA GPU; the model runs on {device_of(pipe).type}"
-    transformer, forward = pipe.transformer, pipe.transformer.forward
-    graphs: dict[tuple[str, bool], tuple[Any, ...]] = {}  # (what it was recorded for, graph, inputs, outputs)
+    transformer, forward, mask = pipe.transformer, pipe.transformer.forward, pipe._mask_velocity_predictions
+    graphs: dict[tuple[str, bool], tuple[Any, ...]] = {}  # (what it was recorded for, graph, its inputs, outputs)
     stream = torch.cuda.Stream(device_of(pipe))
 
     def replay_or_run(*args: Any, **inputs: Any) -> Any:
@@ -267,8 +263,9 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
             return forward(*args, **inputs)
         if inputs["sequence_length"] - inputs["und_len"] >= MIN_QUERY_TOKENS:
             return forward(**inputs)
+        if context.step_index == 0 and isinstance(getattr(pipe.scheduler, "sigmas", None), torch.Tensor):
+            pipe.scheduler.sigmas = pipe.scheduler.sigmas.to(inputs["input_ids"].device)  # set anew for each call
         leaves, spec = pytree.tree_flatten(inputs)
-        tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
         sizes = [(x.shape, x.dtype) if isinstance(x, torch.Tensor) else x for x in leaves]
         name = (context.name, context.step_index == 0)  # step 0 runs the text tower, the others skip it
         if graphs.get(name, (None,))[0] != (spec, kv_hook.renewed[context.name], sizes):
@@ -282,16 +279,22 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
                 outputs = forward(**pytree.tree_unflatten(static, spec))
-            # After the warm-up, which may have put the text keys in new tensors: the graph reads those.
-            signature = (spec, kv_hook.renewed[context.name], sizes)
-            graphs[name] = (signature, graph, [x for x in static if isinstance(x, torch.Tensor)], outputs)
-        _, graph, static_tensors, outputs = graphs[name]
-        for target, value in zip(static_tensors, tensors, strict=True):
-            target.copy_(value)
+            # Keyed after the warm-up, which may have put the text keys in new tensors: the graph reads those.
+            graphs[name] = ((spec, kv_hook.renewed[context.name], sizes), graph, static, outputs)
+        _, graph, static, outputs = graphs[name]
+        for target, value in zip(static, leaves, strict=True):
+            if isinstance(target, torch.Tensor):
+                target.copy_(value)
         graph.replay()
         return outputs
 
-    transformer.forward = replay_or_run
+    def velocity_without_waiting(preds_vision, preds_sound, vision_condition_mask, **others):
+        if preds_sound is not None or others.get("preds_action") is not None:
+            return mask(preds_vision, preds_sound, vision_condition_mask=vision_condition_mask, **others)
+        pred = preds_vision[0]
+        return pred * (1.0 - vision_condition_mask[0]).to(dtype=pred.dtype, device=pred.device), None, None
+
+    transformer.forward, pipe._mask_velocity_predictions = replay_or_run, velocity_without_waiting
     return None
 
 

@@ -49,7 +49,7 @@ def host_waits(pipe, clock: StepClock, tier: str, steps: int) -> dict[str, float
         caller = next(f for f in reversed(frames) if "/torch/" not in f.filename)
         sites[f"{Path(caller.filename).name}:{caller.lineno} {caller.name}"] += 1
 
-    show = warnings.showwarning
+    show, sync = warnings.showwarning, clock.sync
     warnings.showwarning, clock.sync = record, (lambda: None)  # the clock's own waits are not the pipeline's
     try:
         with warnings.catch_warnings():
@@ -58,7 +58,7 @@ def host_waits(pipe, clock: StepClock, tier: str, steps: int) -> dict[str, float
             image(pipe, clock, tier, steps)
     finally:
         torch.cuda.set_sync_debug_mode("default")
-        warnings.showwarning, clock.sync = show, torch.cuda.synchronize
+        warnings.showwarning, clock.sync = show, sync
     return {site: round(n / steps, 2) for site, n in sites.most_common()}
 
 

@@ -14,6 +14,7 @@ cannot run, and PyTorch's attention stays).
 | `compile` | `torch.compile(fullgraph=True)` of each repeated decoder layer (regional compilation) | same up to noise |
 | `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
 | `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
+| `first_frame_2d` | the VAE's convolutions in 2-D for a clip's first frame (all of an image) | same up to noise |
 | `flash_attention` | FlashAttention-4 on Hopper/Blackwell GPUs (`with_diffusers.flash_attention`) | same up to noise |
 | `cuda_graphs` | an image's whole transformer call replayed as a CUDA graph, kept across images (CUDA only) | same |
 | `sea_cache` | diffusers' SeaCache: reuses the decoder-stack residual on steps where little changes | changes |
@@ -46,6 +47,7 @@ SWITCHES: tuple[str, ...] = (
     "compile",
     "text_kv_cache",
     "zero_encode_cache",
+    "first_frame_2d",
     "flash_attention",
     "cuda_graphs",
     "sea_cache",
@@ -62,6 +64,7 @@ EXACT_SWITCHES: frozenset[str] = frozenset(
         "text_kv_cache",
         "cuda_graphs",
         "zero_encode_cache",
+        "first_frame_2d",
         "flash_attention",
         "group_offload",
     }
@@ -174,6 +177,7 @@ _APPLY = {
     "text_kv_cache": lambda pipe, names, device: speeds.cache_text_keys_values(pipe, compiled="compile" in names),
     "cuda_graphs": lambda pipe, names, device: speeds.replay_steps_as_cuda_graphs(pipe) is None,
     "zero_encode_cache": lambda pipe, names, device: speeds.cache_blank_video_encoding(pipe),
+    "first_frame_2d": lambda pipe, names, device: speeds.decode_first_frame_in_2d(pipe),
     "flash_attention": lambda pipe, names, device: speeds.use_flash_attention(pipe, device) is None,
     "sea_cache": lambda pipe, names, device: _sea_cache(pipe),
     "group_offload": lambda pipe, names, device: _group_offload(pipe, device),

@@ -6,7 +6,9 @@ an executed notebook stays self-contained; large files are linked instead of emb
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -40,8 +42,6 @@ def image(path: str | os.PathLike[str], width: int = 320) -> Any:
 
 def waveform(path: str | os.PathLike[str]) -> Any:
     """A small plot of each channel of a WAV or of the AAC track of an MP4, as a PNG image."""
-    import io
-
     import numpy as np
     from IPython.display import Image
     from matplotlib.figure import Figure
@@ -95,9 +95,6 @@ def _caption(out: Any) -> Any:
 def preview_grid(rows: Mapping[str, Mapping[str, Any]], width: int = 200) -> Any:
     """Frames in a grid: one row per label, one picture per column (`{row: {column: frames [T, H, W, 3] in 0..1}}`);
     each cell shows the middle frame of its video."""
-    import base64
-    import io
-
     from IPython.display import HTML
     from PIL import Image
 

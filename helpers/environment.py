@@ -35,11 +35,7 @@ def accelerator() -> dict[str, Any]:
                 "cuda": torch.version.cuda, "flash_attention_4": attention}  # fmt: skip
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return {"device": "mps", "name": "Apple GPU"}
-    return {
-        "device": "cpu",
-        "name": platform.processor() or platform.machine(),
-        "threads": torch.get_num_threads(),
-    }
+    return {"device": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
 
 
 def report() -> dict[str, Any]:

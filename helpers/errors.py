@@ -1,7 +1,4 @@
-"""Exceptions raised by the cookbook helpers.
-
-Every error says what went wrong and what to do about it; callers never see a bare traceback without a message.
-"""
+"""Exceptions raised by the cookbook helpers: every one says what went wrong and what to do about it."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ a half-written file under the final name.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import tempfile
 import wave
@@ -283,8 +284,6 @@ def fit_frame(image: Any, width: int, height: int) -> Any:
 
 def lossless_clip(frames: Sequence[Any], fps: float) -> bytes:
     """An MP4 whose frames decode to exactly these pixels (H.264 in RGB, lossless), for uploading a clip as is."""
-    import io
-
     import av
 
     pixels = [np.asarray(f.convert("RGB")) for f in frames]

@@ -105,26 +105,14 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset(
-            "smoke",
-            "Tiny checkpoint on a CPU: 160x96, 17 frames, 2 steps. Checks that everything runs.",
-            (160, 96), 17, 2, (128, 128), 2,
-        ),
-        Preset(
-            "draft",
-            "256p 16:9, 93 frames (3.9 s), 20 steps: quick looks at a prompt.",
-            SIZES["256p"]["16:9"], 93, 20, (512, 512), 25,
-        ),
-        Preset(
-            "default",
-            "480p 16:9, 189 frames (7.9 s), 35 steps, guidance 6, flow shift 10.",
-            SIZES["480p"]["16:9"], 189, 35, (1024, 1024), 50,
-        ),
-        Preset(
-            "quality",
-            "720p 16:9, 189 frames (7.9 s), 35 steps: the published full-quality setting.",
-            SIZES["720p"]["16:9"], 189, 35, (1024, 1024), 50,
-        ),
+        Preset("smoke", "Tiny checkpoint on a CPU: 160x96, 17 frames, 2 steps. Checks that everything runs.",
+               (160, 96), 17, 2, (128, 128), 2),
+        Preset("draft", "256p 16:9, 93 frames (3.9 s), 20 steps: quick looks at a prompt.",
+               SIZES["256p"]["16:9"], 93, 20, (512, 512), 25),
+        Preset("default", "480p 16:9, 189 frames (7.9 s), 35 steps, guidance 6, flow shift 10.",
+               SIZES["480p"]["16:9"], 189, 35, (1024, 1024), 50),
+        Preset("quality", "720p 16:9, 189 frames (7.9 s), 35 steps: the published full-quality setting.",
+               SIZES["720p"]["16:9"], 189, 35, (1024, 1024), 50),
     )
 }  # fmt: skip
 _OVERRIDES = ("tier", "aspect_ratio", "width", "height", "num_frames", "fps", "num_inference_steps", "guidance_scale",
@@ -279,17 +267,10 @@ def settings_for(mode: str, preset: str = "default", *, model: str = "", **overr
     )  # fmt: skip
 
 
-def _for_variant(  # fmt: skip
-    v: models.Variant,
-    model: str,
-    mode: str,
-    given: dict[str, Any],
-    steps: int,
-    guidance: float,
-    shift: float,
-    width: int,
-    height: int,
-) -> tuple[int, float, float, tuple[int, int]]:
+def _for_variant(
+    v: models.Variant, model: str, mode: str, given: dict[str, Any], steps: int, guidance: float, shift: float,
+    width: int, height: int,
+) -> tuple[int, float, float, tuple[int, int]]:  # fmt: skip
     """A published checkpoint's own defaults (guidance, flow shift, image size, a distilled schedule) and limits."""
     if v.modes is not None and mode not in v.modes:
         raise InvalidSettingError(f"MODEL={model!r} makes {_allowed(v.modes)} only; drop {mode!r} from MODES.")

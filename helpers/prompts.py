@@ -59,8 +59,7 @@ def conditioning(mode: str) -> Path:
 def first_and_last(paths: str = "", mode: str = "fl2v") -> tuple[Path, Path]:
     """fl2v's first and last frame: `paths` as "first.png,last.png" (the FIRST_LAST parameter), or the bundled pair."""
     if not paths.strip():
-        first, last = about(mode)["conditioning"], about(mode)["last_frame"]
-        return asset_path(first), asset_path(last)
+        return asset_path(about(mode)["conditioning"]), asset_path(about(mode)["last_frame"])
     given = [Path(p.strip()).expanduser() for p in paths.split(",") if p.strip()]
     if len(given) != 2:
         raise InvalidSettingError(
@@ -154,9 +153,7 @@ def describe(modes: list[str] | tuple[str, ...] = MODES) -> list[dict[str, Any]]
             "what": MODE_TITLES[mode],
             "prompt": about(mode).get("title", ""),
             "words": count_words(load(mode)),
-            "conditioning": ", ".join(
-                about(mode).get(k, "") for k in ("conditioning", "last_frame") if about(mode).get(k)
-            ),
+            "conditioning": ", ".join(about(mode)[k] for k in ("conditioning", "last_frame") if about(mode).get(k)),
         }
         for mode in modes
     ]

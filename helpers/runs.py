@@ -113,9 +113,8 @@ class Run:
         return self.path / MANIFEST_NAME
 
     def manifest(self) -> dict[str, Any]:
-        outputs = [o.to_dict() for o in self.outputs]
         return {"backend": self.backend, "model": self.model, "started": self.started, "info": self.info,
-                "outputs": outputs}  # fmt: skip
+                "outputs": [o.to_dict() for o in self.outputs]}  # fmt: skip
 
     def _write_manifest(self) -> None:
         fd, tmp = tempfile.mkstemp(prefix=".manifest-", suffix=".json", dir=self.path)
@@ -218,10 +217,8 @@ class Generation:
             raise SoundNotSupportedError(
                 "Sound needs the sample rate: set run.sample_rate (the checkpoint's, e.g. calls.sample_rate(pipe))."
             )
-        mp4 = media.write_video(
-            self.run.file_for(self.mode, ".mp4"), output.video, s.fps, audio=sound, sample_rate=rate
-        )
-        self._record(mp4, seconds, extra)
+        mp4 = self.run.file_for(self.mode, ".mp4")
+        self._record(media.write_video(mp4, output.video, s.fps, audio=sound, sample_rate=rate), seconds, extra)
         if sound is not None:
             self._save_wav(sound, rate, seconds, extra)
         return self.outputs

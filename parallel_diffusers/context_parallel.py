@@ -183,13 +183,9 @@ class UlyssesAttnProcessor:
         import torch
 
         cos_und, sin_und, cos_gen, sin_gen = rotary_emb
-        heads, kv_heads, dim = attn.num_attention_heads, attn.num_key_value_heads, attn.head_dim
-        text_query = speed.rope(attn.norm_q(attn.to_q(und_seq).view(-1, heads, dim)), cos_und, sin_und)
-        text_key_for_generation, text_value = speed.text_keys_values(attn, und_seq, cos_und, sin_und)
-        text_key = text_key_for_generation
-        if attn.k_norm_und_for_gen is not None:
-            # Only the generation tokens see the text keys through the extra norm.
-            text_key = speed.rope(attn.norm_k(attn.to_k(und_seq).view(-1, kv_heads, dim)), cos_und, sin_und)
+        text_query, text_key, text_key_for_generation, text_value = speed.text_queries_keys_values(
+            attn, und_seq, cos_und, sin_und
+        )
         query, key, value = speed.generation_queries_keys_values(attn, gen_seq, cos_gen, sin_gen)
 
         text_out = self.attend(text_query, text_key, text_value, is_causal=True)

@@ -25,7 +25,8 @@ MODULE_NAMES = [
     ("diffusers.models.autoencoders.vae", "DecoderOutput", "split VAE decode (parallel_diffusers)"),
 ]
 # Attributes of one decoder layer (and its attention) that the text K/V cache reads.
-LAYER_NAMES = ("input_layernorm", "input_layernorm_moe_gen", "post_attention_layernorm_moe_gen", "mlp_moe_gen")
+LAYER_NAMES = ("input_layernorm", "input_layernorm_moe_gen", "post_attention_layernorm",
+               "post_attention_layernorm_moe_gen", "mlp", "mlp_moe_gen")  # fmt: skip
 ATTENTION_NAMES = (
     "to_k", "to_v", "norm_k", "k_norm_und_for_gen", "add_q_proj", "add_k_proj", "add_v_proj", "norm_added_q",
     "norm_added_k", "to_add_out", "num_attention_heads", "num_key_value_heads", "head_dim", "processor",
@@ -99,3 +100,6 @@ def test_the_parallel_runner_finds_its_seams(tiny_pipe) -> None:
         assert isinstance(getattr(type(pipe), name, None), property), _gone(name, "the parallel runner")
     conv = next(m for m in pipe.vae.decoder.modules() if isinstance(m, WanCausalConv3d))
     assert len(conv._padding) == 6, _gone("WanCausalConv3d._padding", "split VAE decode (parallel_diffusers)")
+    assert list(inspect.signature(type(conv).forward).parameters) == ["self", "x", "cache_x"], _gone(
+        "WanCausalConv3d.forward(x, cache_x)", "first_frame_2d"
+    )

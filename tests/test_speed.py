@@ -74,8 +74,9 @@ def test_text_kv_cache_gives_the_uncached_output(mode: str, monkeypatch: pytest.
         np.testing.assert_allclose(got_video, want_video, rtol=0, atol=1e-5)
         if want_sound is not None:
             np.testing.assert_allclose(got_sound.float().numpy(), want_sound.float().numpy(), rtol=0, atol=1e-5)
-    # Steps 1 and 2 of both calls replay the cache: 2 layers x 2 passes (cond, uncond) x 2 steps x 2 calls.
-    assert len(replays) == 16
+    # Every step runs the generation half on the held keys, step 0 right after recording them:
+    # 2 layers x 2 passes (cond, uncond) x 3 steps x 2 calls.
+    assert len(replays) == 24
 
 
 def test_text_kv_cache_writes_the_next_prompt_of_the_same_length_into_the_keys_it_holds():
@@ -121,6 +122,27 @@ def test_zero_encode_cache_gives_the_uncached_output_and_encodes_once_per_size()
     assert len(encodes) == 1
     _generate(cached, "t2i", steps=2)  # another size: encoded once more
     assert len(encodes) == 2
+
+
+@pytest.mark.parametrize("mode", ["t2i", "i2v"])
+def test_first_frame_2d_gives_the_3d_output_and_runs_the_first_frame_only_in_2d(mode: str, monkeypatch):
+    from helpers import media
+
+    frames = []
+    first_frame_in_2d = speed._first_frame_in_2d
+    monkeypatch.setattr(
+        speed,
+        "_first_frame_in_2d",
+        lambda conv, fwd, x, c=None: frames.append(x.shape[2]) or first_frame_in_2d(conv, fwd, x, c),
+    )
+    reference, switched = _fresh_pipe(), _fresh_pipe()
+    speed.decode_first_frame_in_2d(switched)
+    image = media.load_image(prompts.conditioning("i2v")) if mode == "i2v" else None
+    want, _ = _generate(reference, mode, steps=2, image=image)
+    got, _ = _generate(switched, mode, steps=2, image=image)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    # Every causal convolution is asked: the image's (or the video's first) frame alone in 2-D, later frames in 3-D.
+    assert 1 in frames and (mode == "t2i" or any(n > 1 for n in frames))
 
 
 def test_zero_encode_cache_still_encodes_a_conditioning_image():
@@ -200,10 +222,10 @@ def test_fast_keeps_generating_across_many_sizes_and_modes():
 
 
 def test_fast_compiles_only_the_cached_generation_half_once_per_prompt_length():
-    # What a new kernel traces and loads before its first video. Step 0 (once per guidance pass) runs the layers
-    # uncompiled, so only the generation half of steps 1+ is compiled: a static graph for the prompt's length and a
-    # dynamic one once the negative prompt's length differs. Before: 4 (the whole layer too), and 6 when the first
-    # layer's sliced inputs made compiled code guard on views.
+    # What a new kernel traces and loads before its first video. Step 0 (once per guidance pass) runs the text half
+    # uncompiled, so only the generation half is compiled, the same at every step: a static graph for the prompt's
+    # length and a dynamic one once the negative prompt's length differs. Before: 4 (the whole layer too), and 6 when
+    # the first layer's sliced inputs made compiled code guard on views.
     import torch._dynamo
     from torch._dynamo.utils import counters
 

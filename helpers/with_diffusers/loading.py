@@ -15,12 +15,7 @@ from typing import TYPE_CHECKING, Any
 from helpers import models
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
 from helpers.presets import check_guardrails
-from random_checkpoints import (
-    NANO_MODEL_NAME,
-    TINY_MODEL_NAME,
-    ensure_nano_checkpoint,
-    ensure_tiny_checkpoint,
-)
+from random_checkpoints import NANO_MODEL_NAME, TINY_MODEL_NAME, ensure_nano_checkpoint, ensure_tiny_checkpoint
 
 if TYPE_CHECKING:
     import torch
@@ -109,8 +104,7 @@ def _check_guardrails_available(model: str) -> None:
             f"Guardrails are on for MODEL={model!r}, but the `cosmos_guardrail` package is not installed.\n"
             "NVIDIA's license requires the guardrails for real use: `pip install cosmos_guardrail` and accept the "
             "gated model nvidia/Cosmos-1.0-Guardrail on Hugging Face.\n"
-            'For a research run without them, set GUARDRAILS="off" (the notebook parameter) or pass '
-            "guardrails=False."
+            'For a research run without them, set GUARDRAILS="off" (the notebook parameter) or pass guardrails=False.'
         )
 
 
@@ -127,12 +121,7 @@ def _hub_folder(model: str) -> str:
         raise ModelUnavailableError(_unavailable_message(model, reason)) from exc
 
 
-def resolve(
-    model: str = DEFAULT_MODEL,
-    *,
-    device: str = "auto",
-    guardrails: str | bool | None = "auto",
-) -> Checkpoint:
+def resolve(model: str = DEFAULT_MODEL, *, device: str = "auto", guardrails: str | bool | None = "auto") -> Checkpoint:
     """MODEL as a folder for `from_pretrained` (random-weight ones built once, hub ids downloaded), with the device,
     dtype and guardrail setting to load it with; guardrails are checked last, once MODEL is known to load."""
     target = choose_device(device)

@@ -23,12 +23,13 @@ if TYPE_CHECKING:
 SPEEDS: dict[str, tuple[tuple[str, ...], str]] = {
     "none": ((), "diffusers as it comes: the reference output"),
     "fast": (
-        ("compile", "text_kv_cache", "zero_encode_cache", "flash_attention", "cuda_graphs"),
+        ("compile", "text_kv_cache", "zero_encode_cache", "first_frame_2d", "flash_attention", "cuda_graphs"),
         "the same output up to numerical noise, faster: compiled layers, text keys/values cached across steps, "
-        "the blank-video encoding kept, FlashAttention-4 on Hopper/Blackwell GPUs, image steps replayed as CUDA graphs",
+        "the blank-video encoding kept, a clip's first frame through the VAE in 2-D, FlashAttention-4 on "
+        "Hopper/Blackwell GPUs, image steps replayed as CUDA graphs",
     ),
     "turbo": (
-        ("compile", "text_kv_cache", "zero_encode_cache", "flash_attention", "sea_cache"),
+        ("compile", "text_kv_cache", "zero_encode_cache", "first_frame_2d", "flash_attention", "sea_cache"),
         "fast plus SeaCache step caching: quicker again, but the output changes",
     ),
     "low_vram": (
@@ -110,13 +111,16 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     return x * cos.unsqueeze(1) + _rotate_half(x) * sin.unsqueeze(1)
 
 
-def text_keys_values(attn: Any, und: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-    """The text keys (rotated, as the generation tokens see them) and values of one attention module."""
+def text_queries_keys_values(attn: Any, und: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """One attention module's rotated text queries and keys, the rotated text keys as the generation tokens see them
+    (through `k_norm_und_for_gen`, where the model has it), and the text values."""
+    query = rope(attn.norm_q(attn.to_q(und).view(-1, attn.num_attention_heads, attn.head_dim)), cos, sin)
     key = attn.norm_k(attn.to_k(und).view(-1, attn.num_key_value_heads, attn.head_dim))
-    if attn.k_norm_und_for_gen is not None:
-        key = attn.k_norm_und_for_gen(key)
     value = attn.to_v(und).view(-1, attn.num_key_value_heads, attn.head_dim)
-    return rope(key, cos, sin), value
+    if attn.k_norm_und_for_gen is None:
+        key = rope(key, cos, sin)
+        return query, key, key, value
+    return query, rope(key, cos, sin), rope(attn.k_norm_und_for_gen(key), cos, sin), value
 
 
 def generation_queries_keys_values(attn: Any, gen: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
@@ -156,6 +160,15 @@ def _generation_half(
     return residual + layer.mlp_moe_gen(layer.post_attention_layernorm_moe_gen(residual))
 
 
+def _text_half(layer: Any, und_seq: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """The text pathway of `Cosmos3VLTextMoTDecoderLayer.forward` (causal self-attention, then its feed-forward), and
+    the text keys and values that the generation half reads."""
+    attn = layer.self_attn
+    query, key, key_for_generation, value = text_queries_keys_values(attn, layer.input_layernorm(und_seq), cos, sin)
+    residual = und_seq + attn.to_out(attend(attn, query, key, value, is_causal=True).flatten(-2, -1))
+    return residual + layer.mlp(layer.post_attention_layernorm(residual)), (key_for_generation, value)
+
+
 def _text_kv_cache_hook(compiled: bool):
     from diffusers.hooks import ModelHook
     from diffusers.hooks.hooks import BaseState, StateManager
@@ -178,25 +191,22 @@ def _text_kv_cache_hook(compiled: bool):
             if context is None or context.step_index is None:
                 # Called outside the pipeline's denoising loop: no step to key the cache on.
                 return self.fn_ref.original_forward(und_seq, gen_seq, rotary_emb)
-            if compiled and und_seq._base is not None:
-                # Layer 0 gets slices of one buffer, the rest whole tensors: compiled code would guard on that and
-                # compile each layer function twice per shape. A copy costs far less.
-                und_seq, gen_seq = und_seq.clone(), gen_seq.clone()
+            if compiled and gen_seq._base is not None:
+                # Layer 0 gets a slice of one buffer, the rest whole tensors: compiled code would guard on that and
+                # compile the generation half twice per shape. A copy costs far less.
+                gen_seq = gen_seq.clone()
             cos_und, sin_und, cos_gen, sin_gen = rotary_emb
             held = self.key_values.get(context.name)
             if context.step_index == 0 or held is None or held[1].shape[0] != und_seq.shape[0]:
-                new = text_keys_values(module.self_attn, module.input_layernorm(und_seq), cos_und, sin_und)
+                und_seq, new = _text_half(module, und_seq, cos_und, sin_und)
                 if held is not None and [(t.shape, t.dtype) for t in held] == [(t.shape, t.dtype) for t in new]:
                     # Into the tensors already held, so that CUDA graphs recorded on them serve the new prompt.
                     for target, value in zip(held, new, strict=True):
                         target.copy_(value)
                 else:
-                    self.key_values[context.name] = new
+                    held = self.key_values[context.name] = new
                     self.renewed[context.name] += 1
-                # Step 0 uncompiled: see `cache_text_keys_values`.
-                forward = self.fn_ref.original_forward
-                return getattr(forward, "_torchdynamo_orig_callable", forward)(und_seq, gen_seq, rotary_emb)
-            # The text stream is returned unchanged: only generation positions are read after the last layer.
+            # Later steps pass the text stream through unchanged: only generation positions are read at the end.
             return und_seq, self.generation_half(module, gen_seq, *held, cos_gen, sin_gen)
 
         def reset_state(self, module):
@@ -212,8 +222,8 @@ def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False)
     values the generated tokens see are the same at every step; recorded at step 0 of each guidance pass. They stay on
     their layer (Nano, the cookbook's prompts: about 0.3 GiB), and a next prompt of the same length is written into
     the same tensors, where `cuda_graphs` reads them. `compiled=True` when the layers are compiled: the generation
-    half the cache runs is then compiled too, and step 0 runs the layer uncompiled (once per guidance pass, it is not
-    worth each new process's tracing and loading)."""
+    half, at every step, is then compiled too; the text half (step 0) is not (once per guidance pass, it is not worth
+    each new process's tracing and loading)."""
     from diffusers.hooks import HookRegistry
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
 
@@ -280,11 +290,16 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
             with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
                 outputs = forward(**pytree.tree_unflatten(static, spec))
             # Keyed after the warm-up, which may have put the text keys in new tensors: the graph reads those.
-            graphs[name] = ((spec, kv_hook.renewed[context.name], sizes), graph, static, outputs)
-        _, graph, static, outputs = graphs[name]
-        for target, value in zip(static, leaves, strict=True):
+            graphs[name] = ((spec, kv_hook.renewed[context.name], sizes), graph, static, outputs, {})
+        _, graph, static, outputs, copied = graphs[name]
+        for i, (target, value) in enumerate(zip(static, leaves, strict=True)):
             if isinstance(target, torch.Tensor):
-                target.copy_(value)
+                # Most inputs are the call's packed prompt, the same tensor at every step: copied again only when
+                # changed. The tensor is held with its stamp, so that its id cannot pass to a new tensor.
+                stamp = None if value.is_inference() else (id(value), value._version)
+                if stamp is None or copied.get(i, (None,))[0] != stamp:
+                    target.copy_(value)
+                    copied[i] = (stamp, value)
         graph.replay()
         return outputs
 
@@ -354,6 +369,29 @@ def cache_blank_video_encoding(pipe: Cosmos3OmniPipeline) -> None:
 
     # An instance attribute: only this pipeline's `prepare_latents` sees the cache.
     pipe._encode_video = encode_once_per_size
+
+
+def decode_first_frame_in_2d(pipe: Cosmos3OmniPipeline) -> None:
+    """`first_frame_2d`: the VAE's causal convolutions pad a clip's first latent frame (all of an image) in time with
+    zero frames, so only each kernel's last time slice meets data; that frame goes through a 2-D convolution with that
+    slice instead (a third of the work of a 3x3x3 kernel). Later frames, which see earlier ones, run as before. The
+    same output up to numerical noise."""
+    from diffusers.models.autoencoders.autoencoder_kl_wan import WanCausalConv3d
+
+    for conv in pipe.vae.modules():
+        if isinstance(conv, WanCausalConv3d) and conv._padding[4] == conv.kernel_size[0] - 1 > 0:
+            if conv.stride[0] == conv.dilation[0] == 1:
+                conv.forward = functools.partial(_first_frame_in_2d, conv, conv.forward)
+
+
+def _first_frame_in_2d(conv: Any, forward: Any, x: torch.Tensor, cache_x: torch.Tensor | None = None) -> torch.Tensor:
+    import torch.nn.functional as F
+
+    if cache_x is not None or x.shape[2] != 1:
+        return forward(x, cache_x)
+    frame = F.pad(x[:, :, 0], conv._padding[:4])  # the spatial padding the 3-D path applies
+    weight = conv.weight[:, :, -1]
+    return F.conv2d(frame, weight, conv.bias, conv.stride[1:], 0, conv.dilation[1:], conv.groups).unsqueeze(2)
 
 
 def use_flash_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:

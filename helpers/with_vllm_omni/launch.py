@@ -154,16 +154,13 @@ def as_shell(args: list[str]) -> str:
 
 def family() -> list[dict[str, str]]:
     """One row per published checkpoint: what it makes, on which GPUs, and the command at its smallest layout."""
-    rows = []
-    for model_id, v in models.VARIANTS.items():
-        options = recommended(model_id, gpus=min(v.layouts))
-        rows.append(
-            {
-                "model": model_id + (" (also @fp8)" if v.fp8_revision else ""),
-                "size": v.size,
-                "GPUs": v.gpus,
-                "modes": ", ".join(v.modes) if v.modes else "all",
-                "command": as_shell(serve_args(options)),
-            }
-        )
-    return rows
+    return [
+        {
+            "model": model_id + (" (also @fp8)" if v.fp8_revision else ""),
+            "size": v.size,
+            "GPUs": v.gpus,
+            "modes": ", ".join(v.modes) if v.modes else "all",
+            "command": as_shell(serve_args(recommended(model_id, gpus=min(v.layouts)))),
+        }
+        for model_id, v in models.VARIANTS.items()
+    ]

@@ -229,7 +229,7 @@ def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False)
 
     for layer in pipe.transformer.layers:
         processor = layer.self_attn.processor
-        # The cache recomputes the generation half itself; it knows the default processor's attention, and any
+        # The cache runs the layer's two halves itself; it knows the default processor's attention, and any
         # processor that brings its own `attend` (context parallelism).
         if type(processor) is not Cosmos3AttnProcessor and not hasattr(processor, "attend"):
             raise InvalidSettingError(
@@ -379,9 +379,9 @@ def decode_first_frame_in_2d(pipe: Cosmos3OmniPipeline) -> None:
     from diffusers.models.autoencoders.autoencoder_kl_wan import WanCausalConv3d
 
     for conv in pipe.vae.modules():
-        if isinstance(conv, WanCausalConv3d) and conv._padding[4] == conv.kernel_size[0] - 1 > 0:
-            if conv.stride[0] == conv.dilation[0] == 1:
-                conv.forward = functools.partial(_first_frame_in_2d, conv, conv.forward)
+        causal = isinstance(conv, WanCausalConv3d) and conv._padding[4] == conv.kernel_size[0] - 1 > 0
+        if causal and conv.stride[0] == conv.dilation[0] == 1:
+            conv.forward = functools.partial(_first_frame_in_2d, conv, conv.forward)
 
 
 def _first_frame_in_2d(conv: Any, forward: Any, x: torch.Tensor, cache_x: torch.Tensor | None = None) -> torch.Tensor:

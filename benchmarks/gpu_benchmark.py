@@ -104,7 +104,7 @@ def generate(pipe, clock: StepClock, mode: str, tier: str, frames: int | None, s
         pipe,
         prompts.prompt_text(s),
         s,
-        negative_prompt=prompts.negative_prompt(),
+        negative_prompt=prompts.negative_prompt(s.mode),
         on_step_end=clock.on_step_end,
         **extra,
     )
@@ -135,7 +135,7 @@ def _image():
 def token_counts(pipe, mode: str, tier: str, frames: int | None) -> dict[str, int]:
     s = settings(mode, tier, frames, 1)
     cond, uncond = pipe.tokenize_prompt(
-        prompts.prompt_text(s), prompts.negative_prompt(), num_frames=s.num_frames, height=s.height,
+        prompts.prompt_text(s), prompts.negative_prompt(s.mode), num_frames=s.num_frames, height=s.height,
         width=s.width, fps=float(s.fps), add_resolution_template=False, add_duration_template=False,
     )  # fmt: skip
     return {"prompt_tokens": len(cond), "negative_tokens": len(uncond)}

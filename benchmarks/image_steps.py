@@ -33,7 +33,7 @@ from helpers import presets, prompts  # noqa: E402
 def image(pipe, clock: StepClock, tier: str, steps: int) -> None:
     s = presets.settings_for("t2i", "default", tier=tier, num_inference_steps=steps, seed=1234)
     clock.reset()
-    pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt(),
+    pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt(s.mode),
                        on_step_end=clock.on_step_end)  # fmt: skip
 
 

@@ -217,12 +217,18 @@ def load_pipeline(
 
 
 def scheduler_for(pipe: Cosmos3OmniPipeline, flow_shift: float) -> Any:
-    """The pipeline's scheduler with `flow_shift` (the call has no argument for it): itself when it already has it."""
+    """The pipeline's scheduler with `flow_shift` (the call has no argument for it), as the notebook sets it: itself
+    when it already has it.
+
+    The published checkpoints save a Karras grid (`use_karras_sigmas=True`), which ignores `flow_shift`;
+    `use_karras_sigmas=False` turns the shifted flow schedule on, as diffusers' Cosmos 3 docs and vLLM-Omni do.
+    """
     from diffusers import UniPCMultistepScheduler
 
-    if float(pipe.scheduler.config.get("flow_shift", 1.0)) == flow_shift:
+    config = pipe.scheduler.config
+    if not config.get("use_karras_sigmas", False) and float(config.get("flow_shift", 1.0)) == flow_shift:
         return pipe.scheduler
-    return UniPCMultistepScheduler.from_config(pipe.scheduler.config, flow_shift=flow_shift)
+    return UniPCMultistepScheduler.from_config(config, use_karras_sigmas=False, flow_shift=flow_shift)
 
 
 def generate(

@@ -68,7 +68,7 @@ def build_request(
         mode=mode,
         prompt=text,
         settings=settings,
-        negative_prompt=prompts.negative_prompt() if negative_prompt is None else negative_prompt,
+        negative_prompt=prompts.negative_prompt(mode) if negative_prompt is None else negative_prompt,
         references=tuple(Path(r) for r in references),
     )
 

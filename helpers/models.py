@@ -23,7 +23,7 @@ class Variant:
     gpus: str
     modes: tuple[str, ...] | None = None
     tiers: tuple[str, ...] = ("256p", "480p", "720p")
-    max_frames: int = 297
+    max_frames: int | None = None  # None: NVIDIA's per-tier caps (`presets.TIER_MAX_FRAMES`)
     guidance_scale: float = 6.0
     flow_shift: float = 10.0
     image_size: tuple[int, int] = (1024, 1024)
@@ -47,9 +47,16 @@ VARIANTS: dict[str, Variant] = {
             layouts={1: {}, 2: {"cfg_parallel_size": 2},
                      4: {"cfg_parallel_size": 2, "ulysses_degree": 2, "vae_patch_parallel_size": 4}},
         ),
-        Variant("nvidia/Cosmos3-Super", "64 B", "two H200/B200 at least, eight recommended", layouts=_SUPER_LAYOUTS),
+        # Super: NVIDIA documents t2i, t2v and i2v, and recommends a video flow shift of 5.
+        Variant(
+            "nvidia/Cosmos3-Super", "64 B", "two H200/B200 at least, eight recommended", modes=("t2i", "t2v", "i2v"),
+            flow_shift=5.0, layouts=_SUPER_LAYOUTS,
+        ),
         Variant("nvidia/Cosmos3-Super-Text2Image", "64 B", "as Super", modes=("t2i",), layouts=_SUPER_LAYOUTS),
-        Variant("nvidia/Cosmos3-Super-Image2Video", "64 B", "as Super", modes=("i2v",), layouts=_SUPER_LAYOUTS),
+        Variant(
+            "nvidia/Cosmos3-Super-Image2Video", "64 B", "as Super", modes=("i2v",), flow_shift=5.0,
+            layouts=_SUPER_LAYOUTS,
+        ),
         Variant(
             "nvidia/Cosmos3-Super-Text2Image-4Step", "64 B, 4 steps", "four H100/H200", modes=("t2i",),
             guidance_scale=1.0, fixed_steps=4, layouts=_DISTILLED_LAYOUTS,

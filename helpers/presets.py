@@ -39,8 +39,11 @@ SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "480p": {"16:9": (832, 480), "4:3": (736, 544), "1:1": (640, 640), "3:4": (544, 736), "9:16": (480, 832)},
     "720p": {"16:9": (1280, 720), "4:3": (1104, 832), "1:1": (960, 960), "3:4": (832, 1104), "9:16": (720, 1280)},
 }  # fmt: skip
-FPS_CHOICES: tuple[int, ...] = (10, 16, 24, 30)
-MIN_FRAMES, MAX_FRAMES = 5, 297
+FPS_CHOICES: tuple[int, ...] = (10, 16, 24, 30)  # vLLM-Omni's Cosmos 3 recipes and NVIDIA's README
+# NVIDIA's framework caps a video at 400 / 300 / 200 frames at 256p / 480p / 720p (docs/faq.md, args.py); frames are
+# 4k+1 (the VAE packs 4 pictures into each latent frame after the first), so these are the longest allowed.
+TIER_MAX_FRAMES: dict[str, int] = {"256p": 397, "480p": 297, "720p": 197}
+MIN_FRAMES, MAX_FRAMES = 5, max(TIER_MAX_FRAMES.values())
 FRAME_CHOICES: tuple[int, ...] = tuple(range(MIN_FRAMES, MAX_FRAMES + 1, 4))
 SIZE_MULTIPLE = 16
 
@@ -95,11 +98,15 @@ class Preset:
     steps: int
     image_size: tuple[int, int]
     image_steps: int
-    fps: int = 24
-    guidance_scale: float = 6.0
+    fps: int = 24  # the pipeline's and vLLM-Omni's default
+    guidance_scale: float = 6.0  # the pipeline's, vLLM-Omni's and NVIDIA's video default
+    # NVIDIA's shipped video defaults set 10 at every Nano tier (the framework's 3 / 5 / 10 per tier applies only
+    # when no shift is configured); vLLM-Omni's video default is 10 too.
     flow_shift: float = 10.0
-    image_guidance_scale: float = 7.0
-    image_flow_shift: float = 3.0
+    # NVIDIA's framework samples images with guidance 4 and no negative prompt at every step. vLLM-Omni's default
+    # is 7, but applied only on timesteps 400-1000, which diffusers cannot do: 7 at every step over-guides.
+    image_guidance_scale: float = 4.0
+    image_flow_shift: float = 3.0  # NVIDIA's and vLLM-Omni's image shift
 
 
 PRESETS: dict[str, Preset] = {
@@ -187,11 +194,23 @@ def check_size(width: int, height: int) -> None:
             )
 
 
-def check_num_frames(num_frames: int) -> None:
-    if num_frames not in FRAME_CHOICES:
+def tier_for_size(width: int, height: int) -> str:
+    """The resolution tier a size counts as: the smallest whose largest picture has at least as many pixels."""
+    for tier, by_ratio in SIZES.items():
+        if width * height <= max(w * h for w, h in by_ratio.values()):
+            return tier
+    return TIERS[-1]
+
+
+def check_num_frames(num_frames: int, width: int, height: int) -> None:
+    tier = tier_for_size(width, height)
+    most = TIER_MAX_FRAMES[tier]
+    if num_frames not in FRAME_CHOICES or num_frames > most:
+        limits = ", ".join(f"{t} {n}" for t, n in TIER_MAX_FRAMES.items())
         raise InvalidSettingError(
-            f"num_frames={num_frames!r} is not allowed: use 4k+1 frames from {MIN_FRAMES} to {MAX_FRAMES} "
-            f"(5, 9, 13, ..., 189, ..., 297); the VAE compresses time 4x and would silently drop other counts."
+            f"num_frames={num_frames!r} is not allowed at {width}x{height} ({tier}): use 4k+1 frames from "
+            f"{MIN_FRAMES} to {most} (5, 9, 13, ..., 189, ...). The VAE compresses time 4x and would silently drop "
+            f"other counts, and NVIDIA caps each tier ({limits})."
         )
 
 
@@ -236,7 +255,7 @@ def settings_for(mode: str, preset: str = "default", *, model: str = "", **overr
         steps, guidance, shift = p.image_steps, p.image_guidance_scale, p.image_flow_shift
     else:
         num_frames = given.get("num_frames", p.num_frames)
-        check_num_frames(num_frames)
+        check_num_frames(num_frames, width, height)
         steps, guidance, shift = p.steps, p.guidance_scale, p.flow_shift
     fps = given.get("fps", p.fps)
     check_fps(fps)
@@ -257,9 +276,12 @@ def settings_for(mode: str, preset: str = "default", *, model: str = "", **overr
         steps, guidance, shift, (width, height) = _for_variant(
             v, model, mode, given, steps, guidance, shift, width, height
         )
-        if num_frames > v.max_frames and "num_frames" in given:
-            raise InvalidSettingError(f"MODEL={model!r} makes at most {v.max_frames} frames; num_frames={num_frames}.")
-        num_frames = min(num_frames, v.max_frames)  # a preset's length is capped at the checkpoint's own
+        if v.max_frames is not None and not is_image:
+            if num_frames > v.max_frames and "num_frames" in given:
+                raise InvalidSettingError(
+                    f"MODEL={model!r} makes at most {v.max_frames} frames; num_frames={num_frames}."
+                )
+            num_frames = min(num_frames, v.max_frames)  # a preset's length is capped at the checkpoint's own
 
     return GenerationSettings(
         mode=mode, width=width, height=height, num_frames=num_frames, fps=fps, num_inference_steps=steps,

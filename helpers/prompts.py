@@ -85,8 +85,9 @@ def check_conditioning(image: str = "", video: str = "", first_last: str = "") -
                 raise MediaError(f"{name}={path!r} cannot be used: {exc}") from exc
 
 
-def negative_prompt() -> str:
-    return str(_read("negative")["negative_prompt"])
+def negative_prompt(mode: str = "t2v") -> str:
+    """The bundled negative prompt for a video mode; none for an image, as NVIDIA's framework samples images."""
+    return "" if mode == "t2i" else str(_read("negative")["negative_prompt"])
 
 
 def is_structured(prompt: str) -> bool:

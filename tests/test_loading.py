@@ -1,7 +1,14 @@
 """MODEL resolution and the errors a user meets before any weights are read."""
 
+import json
+import shutil
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
 import pytest
 
+import random_checkpoints
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
 from helpers.with_diffusers import loading
 
@@ -27,8 +34,113 @@ def test_local_folder_without_model_index_is_named(tmp_path):
 def test_a_missing_local_folder_is_about_the_model_not_the_guardrails(monkeypatch, tmp_path):
     # The model is resolved first: a typo in MODEL must not read as "install cosmos_guardrail".
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ModelUnavailableError, match="Could not load MODEL"):
+    with pytest.raises(ModelUnavailableError, match="no folder at"):
         loading.resolve(str(tmp_path / "no-such-checkpoint"), device="cpu")
+
+
+@pytest.mark.parametrize("model", ["./cosmos3-missing", "../models/Cosmos3-Nano", "~/no-such/Cosmos3", "a/b/c"])
+def test_a_path_that_is_not_there_says_so_and_names_it(model):
+    """Tried as a new user would: before, "./cosmos3-missing" answered "Repo id must use alphanumeric chars"."""
+    with pytest.raises(ModelUnavailableError) as err:
+        loading.resolve(model, guardrails="off", device="cpu")
+    message = str(err.value)
+    assert f"MODEL={model!r} is written as a path, and there is no folder at" in message
+    assert str(Path(model).expanduser().absolute()) in message and "Repo id" not in message
+
+
+def test_the_guardrail_package_is_checked_before_any_download(monkeypatch):
+    """A Hub id with guardrails on: the missing package is reported first, not after a 30 GB download (here the
+    download could not even start: offline, nothing cached)."""
+    from diffusers.utils import is_cosmos_guardrail_available
+
+    if is_cosmos_guardrail_available():
+        pytest.skip("cosmos_guardrail is installed here")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(GuardrailsUnavailableError, match="pip install cosmos_guardrail"):
+        loading.resolve("nvidia/Cosmos3-Nano", device="cpu")
+
+
+def _cached_snapshot(hf_home: Path, repo_id: str, folder: Path) -> Path:
+    """A checkpoint laid out in a Hugging Face cache as `hf download` leaves it."""
+    repo = hf_home / "hub" / f"models--{repo_id.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    snapshot = repo / "snapshots" / ("0" * 40)
+    shutil.copytree(folder, snapshot)
+    return snapshot
+
+
+def test_a_hub_id_resolves_through_the_hugging_face_cache(monkeypatch, tmp_path):
+    import huggingface_hub.constants
+
+    snapshot = _cached_snapshot(tmp_path, "acme/cosmos3-test", random_checkpoints.ensure_tiny_checkpoint())
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    checkpoint = loading.resolve("acme/cosmos3-test", guardrails="off", device="cpu")
+    assert (checkpoint.source, Path(checkpoint.path)) == ("hub", snapshot)
+
+
+class _Hub(BaseHTTPRequestHandler):
+    """The Hub's access check as huggingface_hub reads it: 200, or 403 with `X-Error-Code: GatedRepo`."""
+
+    gated: frozenset[str] = frozenset()
+
+    def do_GET(self):  # noqa: N802 - the http.server hook
+        repo = self.path.removeprefix("/api/models/").removesuffix("/auth-check")
+        status = 403 if repo in self.gated else 200
+        body = json.dumps({"error": "Access to this model is restricted."} if status == 403 else {}).encode()
+        self.send_response(status)
+        if status == 403:
+            self.send_header("X-Error-Code", "GatedRepo")
+            self.send_header("X-Error-Message", "Access to this model is restricted.")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """A loopback endpoint for the Hub's access checks: which repositories are gated is the test's to say."""
+    import huggingface_hub.constants
+    from huggingface_hub import hf_api
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(hf_api.api, "endpoint", f"http://127.0.0.1:{server.server_port}")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    yield lambda *repos: setattr(_Hub, "gated", frozenset(repos))
+    server.shutdown()
+    _Hub.gated = frozenset()
+
+
+def test_a_gated_checkpoint_is_reported_before_any_download_with_the_licence_to_accept(hub):
+    hub("nvidia/Cosmos3-Nano")
+    with pytest.raises(ModelUnavailableError) as err:
+        loading.resolve("nvidia/Cosmos3-Nano", guardrails="off", device="cpu")
+    message = str(err.value)
+    assert "gated" in message and "Accept the licence on https://huggingface.co/nvidia/Cosmos3-Nano" in message
+
+
+def test_gated_guardrail_models_are_reported_before_the_checkpoint_is_downloaded(hub, monkeypatch):
+    import diffusers.utils
+
+    # The package itself is present on a user's machine; only the access to its gated model is missing.
+    monkeypatch.setattr(diffusers.utils, "is_cosmos_guardrail_available", lambda: True)
+    hub("nvidia/Cosmos-1.0-Guardrail")
+    with pytest.raises(GuardrailsUnavailableError) as err:
+        loading.resolve("nvidia/Cosmos3-Nano", guardrails="on", device="cpu")
+    message = str(err.value)
+    assert "https://huggingface.co/nvidia/Cosmos-1.0-Guardrail" in message and 'GUARDRAILS="off"' in message
+
+
+@pytest.mark.parametrize("model", ["nvidia/Cosmos3-Super-Text2Image-4Step", "nvidia/Cosmos3-Super-Image2Video-4Step"])
+def test_a_distilled_hub_id_is_refused_before_any_download_naming_the_pipeline_that_runs_it(model):
+    with pytest.raises(InvalidSettingError, match="Cosmos3DistilledModularPipeline"):
+        loading.resolve(model, guardrails="off", device="cpu")
 
 
 def test_guardrails_without_the_package_say_how_to_install_or_turn_them_off(tmp_path):

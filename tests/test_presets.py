@@ -1,6 +1,8 @@
 """Presets and overrides: every tier and aspect ratio gives the published size, every bad value is rejected
 with a message that lists what is allowed."""
 
+import dataclasses
+
 import pytest
 
 from helpers import presets
@@ -29,7 +31,7 @@ def test_default_preset_matches_the_published_video_and_image_settings():
     assert (v.num_inference_steps, v.guidance_scale, v.flow_shift, v.enable_sound) == (35, 6.0, 10.0, False)
     i = presets.settings_for("t2i", "default")
     assert (i.width, i.height, i.num_frames, i.num_inference_steps, i.guidance_scale, i.flow_shift) == (
-        1024, 1024, 1, 50, 7.0, 3.0,
+        1024, 1024, 1, 50, 4.0, 3.0,
     )  # fmt: skip
 
 
@@ -61,9 +63,18 @@ def test_overrides_are_applied():
     assert s.duration_s == pytest.approx(9 / 16)
 
 
-def test_every_frame_count_of_the_form_4k_plus_1_is_accepted():
-    for n in range(5, 298, 4):
+def test_every_frame_count_of_the_form_4k_plus_1_is_accepted_up_to_the_tier_cap():
+    for n in range(5, 398, 4):
         assert presets.settings_for("t2v", "smoke", num_frames=n).num_frames == n
+
+
+@pytest.mark.parametrize(("tier", "most"), [("256p", 397), ("480p", 297), ("720p", 197)])
+def test_frames_are_capped_per_tier_as_nvidia_caps_them(tier, most):
+    """NVIDIA's framework allows 400 / 300 / 200 frames at 256p / 480p / 720p (the presets allowed 297 at 720p)."""
+    for ratio in presets.ASPECT_RATIOS:
+        assert presets.settings_for("t2v", "default", tier=tier, aspect_ratio=ratio, num_frames=most).num_frames == most
+        with pytest.raises(InvalidSettingError, match=f"num_frames={most + 4} .*{tier}.*from 5 to {most}"):
+            presets.settings_for("t2v", "default", tier=tier, aspect_ratio=ratio, num_frames=most + 4)
 
 
 @pytest.mark.parametrize(
@@ -74,7 +85,7 @@ def test_every_frame_count_of_the_form_4k_plus_1_is_accepted():
         ({"fps": 25}, "10, 16, 24, 30"),
         ({"num_frames": 10}, "4k+1"),
         ({"num_frames": 1}, "4k+1"),
-        ({"num_frames": 301}, "297"),
+        ({"num_frames": 401}, "397"),
         ({"width": 1000, "height": 480}, "multiple of 16"),
         ({"width": 832, "height": 470}, "multiple of 16"),
         ({"width": 832}, "together"),
@@ -140,6 +151,12 @@ def test_published_variants_bring_their_defaults_and_limits():
     assert (distilled.num_inference_steps, distilled.guidance_scale) == (4, 1.0)
     with pytest.raises(InvalidSettingError, match="distilled"):
         presets.settings_for("i2v", "default", model="nvidia/Cosmos3-Super-Image2Video-4Step", num_inference_steps=35)
-    # Nano and Super keep the presets as they are; unknown ids and local folders get no variant rules.
-    assert presets.settings_for("t2v", "default", model="nvidia/Cosmos3-Super") == presets.settings_for("t2v")
+    # Super: NVIDIA's recommended video shift is 5, and its documented modes are t2i, t2v and i2v.
+    super_ = presets.settings_for("t2v", "default", model="nvidia/Cosmos3-Super")
+    assert super_ == dataclasses.replace(presets.settings_for("t2v"), flow_shift=5.0)
+    assert presets.settings_for("t2i", "default", model="nvidia/Cosmos3-Super").flow_shift == 3.0
+    with pytest.raises(InvalidSettingError, match="makes 't2i', 't2v', 'i2v' only"):
+        presets.settings_for("v2v", "default", model="nvidia/Cosmos3-Super")
+    # Nano keeps the presets as they are; unknown ids and local folders get no variant rules.
+    assert presets.settings_for("t2v", "default", model="nvidia/Cosmos3-Nano") == presets.settings_for("t2v")
     assert presets.settings_for("t2v", "default", model="/models/my-finetune") == presets.settings_for("t2v")

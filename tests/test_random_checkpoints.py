@@ -2,11 +2,13 @@
 reloaded with from_pretrained, deterministic and able to run every mode; and the exact offline Qwen tokenizer that
 `nano-random` uses (its 15 B-parameter build is exercised on the GPU runner)."""
 
+import inspect
 import json
 
 import numpy as np
 import pytest
 import torch
+from transformers import AutoTokenizer
 
 import random_checkpoints as tiny_checkpoint
 from cookbook_tools import pipelines
@@ -22,6 +24,108 @@ def _state_digest(pipe):
     }
 
 
+# Bookkeeping fields every saved config carries, which are neither published values nor sizes.
+BOOKKEEPING = {"_class_name", "_diffusers_version", "_use_default_values", "_name_or_path"}
+
+
+def _expected(component: str, variant: str | None) -> dict:
+    published = tiny_checkpoint.published()
+    return {**published[component]["fixed"], **(published["variants"].get(variant) or {}).get(component, {})}
+
+
+def _check_component(config: dict, component: str, variant: str | None) -> None:
+    """Published fields as published, sizes free, and every other field at its class default: the converter
+    leaves those unset, so the Hub checkpoints carry the defaults too."""
+    import diffusers
+
+    section = tiny_checkpoint.published()[component]
+    sizes = {name.partition(".")[0] for name in section["size"]} | {"rope_axes_dim"}  # derived from mrope_section
+    for name, value in _expected(component, variant).items():
+        if name == "rope_scaling":  # its mrope_section is a size
+            value = {**value, "mrope_section": config[name]["mrope_section"]}
+        assert config[name] == value, f"{component}.{name}: saved {config[name]!r}, published {value!r}"
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(getattr(diffusers, section["class_name"]).__init__).parameters.items()
+    }
+    for name in set(config) - BOOKKEEPING - set(section["fixed"]) - sizes:
+        default = defaults[name]
+        want = list(default) if isinstance(default, tuple) else default
+        assert config[name] == want, f"{component}.{name}: saved {config[name]!r}, the class default is {want!r}"
+
+
+@pytest.mark.parametrize("name", list(tiny_checkpoint.TINY_VARIANTS))
+def test_every_built_checkpoint_matches_the_published_configuration(tmp_path, name):
+    variant = tiny_checkpoint.TINY_VARIANTS[name]
+    folder = tiny_checkpoint.ensure_tiny_checkpoint(tmp_path, variant=name)
+    published = tiny_checkpoint.published()
+    index = json.loads((folder / "model_index.json").read_text())
+    for key, value in _expected("pipeline", variant).items():
+        assert index[key] == value, f"model_index.json {key}: {index[key]!r}, published {value!r}"
+    modular = json.loads((folder / "modular_model_index.json").read_text())
+    extra = published["variants"].get(variant) or {}
+    assert modular["_class_name"] == extra.get("modular_class_name", published["pipeline"]["modular_class_name"])
+    for component in ("transformer", "vae", "sound_tokenizer"):
+        if component == "sound_tokenizer" and "sound_tokenizer" in extra:
+            assert index["sound_tokenizer"] == [None, None] and not (folder / component).exists()
+            continue
+        config = json.loads((folder / component / "config.json").read_text())
+        assert config["_class_name"] == published[component]["class_name"]
+        _check_component(config, component, variant)
+    scheduler = json.loads((folder / "scheduler" / "scheduler_config.json").read_text())
+    if variant == "distilled":
+        assert scheduler["_class_name"] == extra["scheduler_class_name"]
+    else:
+        assert scheduler["_class_name"] == published["scheduler"]["class_name"]
+        _check_component(scheduler, "scheduler", variant)
+    tokenizer = AutoTokenizer.from_pretrained(folder / "text_tokenizer")
+    specials = published["text_tokenizer"]["special_tokens"]
+    ids = tokenizer.convert_tokens_to_ids(specials)
+    assert ids == list(range(ids[0], ids[0] + len(specials))), "Qwen3-VL's special tokens, in Qwen's order"
+    assert (tokenizer.eos_token, tokenizer.pad_token) == (
+        published["text_tokenizer"]["eos_token"],
+        published["text_tokenizer"]["pad_token"],
+    )
+
+
+def test_nano_random_is_built_in_the_published_configuration_at_nanos_size():
+    """The 15 B-parameter build itself runs on the GPU runner; its configuration is checked here, on the meta
+    device (no memory), with the exact Qwen tokenizer."""
+    pipe = tiny_checkpoint.build_nano_pipeline("meta")
+    published = tiny_checkpoint.published()
+    for component in ("transformer", "vae", "sound_tokenizer"):
+        config = dict(getattr(pipe, component).config)
+        _check_component(config, component, None)
+        for name, value in published[component]["nano_size"].items():
+            outer, _, inner = name.partition(".")
+            assert (config[outer][inner] if inner else config[name]) == value, f"{component}.{name}"
+    _check_component(dict(pipe.scheduler.config), "scheduler", None)
+    assert sum(p.numel() for p in pipe.transformer.parameters()) == pytest.approx(15.2e9, rel=0.01)
+    specials = published["text_tokenizer"]["special_tokens"]
+    assert pipe.text_tokenizer.convert_tokens_to_ids(specials) == list(range(151643, 151643 + len(specials)))
+
+
+def test_the_published_scheduler_ignores_the_flow_shift_and_the_cookbooks_line_applies_it(tiny_pipe):
+    """Why every scheduler line passes `use_karras_sigmas=False`: with the published Karras grid, diffusers' plain
+    `from_config(..., flow_shift=s)` gives the same sigmas for every shift."""
+    from diffusers import UniPCMultistepScheduler
+
+    pipe, _ = tiny_pipe
+    assert pipe.scheduler.config.use_karras_sigmas
+
+    def sigmas(scheduler):
+        scheduler.set_timesteps(35)
+        return scheduler.sigmas[:3].tolist()
+
+    plain = [sigmas(UniPCMultistepScheduler.from_config(pipe.scheduler.config, flow_shift=s)) for s in (3, 10, 30)]
+    assert plain[0] == plain[1] == plain[2]
+    shifted = {s: sigmas(pipelines.scheduler_for(pipe, s)) for s in (3.0, 10.0, 30.0)}
+    assert len({tuple(v) for v in shifted.values()}) == 3
+    # vLLM-Omni's schedule for a shift: UniPC's shifted flow sigmas without the Karras grid.
+    assert shifted[3.0] == pytest.approx([1.0, 0.9903, 0.9802], abs=1e-4)
+    assert shifted[10.0] == pytest.approx([1.0, 0.9971, 0.994], abs=1e-4)
+
+
 def test_build_save_reload_gives_the_same_real_components(tmp_path):
     from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline
 
@@ -31,6 +135,9 @@ def test_build_save_reload_gives_the_same_real_components(tmp_path):
     assert index["sound_tokenizer"] == ["diffusers", "Cosmos3AVAEAudioTokenizer"]
     size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     assert size < 20 * 2**20
+    # As the published model_index.json, it asks for the guardrails: loading it without them says so.
+    with pytest.raises(ImportError, match="cosmos_guardrail"):
+        Cosmos3OmniPipeline.from_pretrained(path)
     reloaded = Cosmos3OmniPipeline.from_pretrained(path, enable_safety_checker=False)
     assert isinstance(reloaded.vae, AutoencoderKLWan)
     assert _state_digest(reloaded) == _state_digest(tiny_checkpoint.build_tiny_pipeline())

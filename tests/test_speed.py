@@ -247,3 +247,14 @@ def test_memory_speeds_choose_the_allocator_before_cuda_starts_and_keep_a_users_
     monkeypatch.delenv(speed.ALLOCATOR_ENV)
     monkeypatch.setattr("torch.cuda.is_initialized", lambda: True)
     assert "restart" in speed.configure_allocator("low_vram") and speed.ALLOCATOR_ENV not in os.environ
+
+
+@pytest.mark.parametrize("speed_name", list(speed.SPEEDS))
+def test_edge_runs_with_every_speed(speed_name):
+    """Edge's feed-forward has no gate (Nemotron's squared ReLU); `low_vram` used to fail on its missing gate_proj."""
+    pipe = load_pipeline("tiny-edge", device="cpu", speed=speed_name)[0]
+    assert pipe.transformer.config.hidden_act == "relu2" and not hasattr(pipe.transformer.layers[0].mlp, "gate_proj")
+    for mode in ("t2v", "t2i"):
+        s = presets.settings_for(mode, "smoke", num_inference_steps=2, seed=7)
+        video = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt(mode)).video
+        assert video.shape == (s.num_frames, s.height, s.width, 3) and np.isfinite(video).all()

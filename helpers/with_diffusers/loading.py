@@ -8,19 +8,24 @@ fails before any weights are read, with a message that names the parameter and t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import random_checkpoints
 from helpers import models
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
 from helpers.presets import check_guardrails
-from random_checkpoints import NANO_MODEL_NAME, TINY_MODEL_NAME, ensure_nano_checkpoint, ensure_tiny_checkpoint
+from random_checkpoints import NANO_MODEL_NAME, TINY_MODEL_NAME
 
 if TYPE_CHECKING:
     import torch
 
 DEFAULT_MODEL = "nvidia/Cosmos3-Nano"
+# What a distilled checkpoint's folder names (diffusers' Cosmos 3 modular blocks).
+DISTILLED_PIPELINE = "Cosmos3DistilledModularPipeline"
+DISTILLED_SCHEDULER = "FlowMatchEulerDiscreteScheduler"
 
 
 @dataclass(frozen=True)
@@ -102,45 +107,127 @@ def _check_guardrails_available(model: str) -> None:
     if not is_cosmos_guardrail_available():
         raise GuardrailsUnavailableError(
             f"Guardrails are on for MODEL={model!r}, but the `cosmos_guardrail` package is not installed.\n"
-            "NVIDIA's license requires the guardrails for real use: `pip install cosmos_guardrail` and accept the "
-            "gated model nvidia/Cosmos-1.0-Guardrail on Hugging Face.\n"
+            "NVIDIA's license requires the guardrails for real use: `pip install cosmos_guardrail`, and accept the "
+            f"licences of {' and '.join(GUARDRAIL_REPOS)} on Hugging Face.\n"
             'For a research run without them, set GUARDRAILS="off" (the notebook parameter) or pass guardrails=False.'
         )
 
 
-def _hub_folder(model: str) -> str:
-    """Download (or find in the local cache) what `from_pretrained` reads; failures become advice."""
-    from diffusers import DiffusionPipeline
+# What `CosmosSafetyChecker` downloads when the pipeline is built: both are gated or may be, and a refusal there
+# would come only after the checkpoint's own 30 GB.
+GUARDRAIL_REPOS = ("nvidia/Cosmos-1.0-Guardrail", "Qwen/Qwen3Guard-Gen-0.6B")
 
-    models.variant(model)  # a revision the checkpoint does not publish fails here, with the ones it does
-    model_id, revision = models.split(model)
+
+def _check_access(model: str, model_id: str, guardrails: bool) -> None:
+    """Ask the Hub whether this machine's token may read the checkpoint (and the guardrail models) before anything
+    is downloaded. Only a definite "no" stops here: offline, or with the Hub unreachable, the download (which may
+    find everything in the local cache) decides."""
+    from huggingface_hub import auth_check, constants
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    if constants.HF_HUB_OFFLINE:
+        return
+    for repo in (model_id, *(GUARDRAIL_REPOS if guardrails else ())):
+        try:
+            auth_check(repo)
+        except (GatedRepoError, RepositoryNotFoundError) as exc:
+            gated = isinstance(exc, GatedRepoError)
+            reason = (
+                "it is gated and this machine's token has not been granted access"
+                if gated
+                else ("the Hub has no such repository, or this machine's token may not see it")
+            )
+            fix = (
+                f"Accept the licence on https://huggingface.co/{repo} with the account whose token this machine uses, "
+                "then run `hf auth login` (or set $HF_TOKEN)."
+            )
+            if repo == model_id:
+                raise ModelUnavailableError(_unavailable_message(model, f"{repo}: {reason}. {fix}")) from exc
+            raise GuardrailsUnavailableError(
+                f"Guardrails are on for MODEL={model!r}, and they load {repo}, but {reason}.\n{fix}\n"
+                'For a research run without them, set GUARDRAILS="off".'
+            ) from exc
+        except Exception:  # noqa: BLE001 - no answer (no network, a proxy): the download below reports it
+            return
+
+
+def _hub_folder(model: str, model_id: str, revision: str | None) -> str:
+    """Download (or find in the local cache) what `from_pretrained` reads; failures become advice."""
+    from diffusers import Cosmos3OmniPipeline
+
     try:
-        return str(DiffusionPipeline.download(model_id, revision=revision))
+        # The pipeline's own class: `DiffusionPipeline.download` would first resolve whatever class model_index.json
+        # names, which a checkpoint made for another pipeline (or a newer diffusers) may not have here.
+        return str(Cosmos3OmniPipeline.download(model_id, revision=revision))
     except Exception as exc:  # noqa: BLE001 - the hub raises many types; each becomes the same advice
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelUnavailableError(_unavailable_message(model, reason)) from exc
 
 
+def _looks_like_a_path(model: str) -> bool:
+    """A Hugging Face id is `name` or `owner/name`; anything written as a path is one, existing or not."""
+    return model.startswith((".", "/", "~", "\\")) or "\\" in model or model.count("/") > 1 or model.endswith("/")
+
+
+def _refuse_distilled(model: str, how: str) -> None:
+    raise InvalidSettingError(
+        f"MODEL={model!r} is a 4-step distilled checkpoint ({how}). diffusers 0.42 runs those only through "
+        "`Cosmos3DistilledModularPipeline` (Euler steps on the distilled sigmas); `Cosmos3OmniPipeline` with UniPC "
+        "would give wrong pictures without an error, so this notebook does not load it. Serve it with vLLM-Omni "
+        "(run_with_vllm_omni.ipynb), or use nvidia/Cosmos3-Nano here."
+    )
+
+
+def _check_folder(model: str, local: Path) -> None:
+    """A local checkpoint this notebook can load: one with model_index.json, and not a distilled one."""
+    if not (local / "model_index.json").is_file():
+        raise ModelUnavailableError(
+            f"MODEL={model!r} is a local path but has no model_index.json: point MODEL at the folder that "
+            "`hf download nvidia/Cosmos3-Nano --local-dir <folder>` created."
+        )
+    scheduler = local / "scheduler" / "scheduler_config.json"
+    named = json.loads(scheduler.read_text()).get("_class_name") if scheduler.is_file() else None
+    modular = local / "modular_model_index.json"
+    pipeline = json.loads(modular.read_text()).get("_class_name") if modular.is_file() else None
+    if pipeline == DISTILLED_PIPELINE or named == DISTILLED_SCHEDULER:
+        _refuse_distilled(model, f"its folder names {pipeline if pipeline == DISTILLED_PIPELINE else named}")
+
+
 def resolve(model: str = DEFAULT_MODEL, *, device: str = "auto", guardrails: str | bool | None = "auto") -> Checkpoint:
     """MODEL as a folder for `from_pretrained` (random-weight ones built once, hub ids downloaded), with the device,
-    dtype and guardrail setting to load it with; guardrails are checked last, once MODEL is known to load."""
+    dtype and guardrail setting to load it with. Everything that can be checked before a download is, in this
+    order: the device and the values, MODEL itself (a path that is not there, a distilled checkpoint), the
+    guardrail package, and access to the gated repositories."""
     target = choose_device(device)
     guardrails_wanted(guardrails, "hub")  # a bad value fails before any build or download
-    if model == TINY_MODEL_NAME:
-        source, path = TINY_MODEL_NAME, str(ensure_tiny_checkpoint())
-    elif model == NANO_MODEL_NAME:
-        source, path = NANO_MODEL_NAME, str(ensure_nano_checkpoint(target))
-    elif Path(model).expanduser().exists():
-        local = Path(model).expanduser()
-        if not (local / "model_index.json").is_file():
-            raise ModelUnavailableError(
-                f"MODEL={model!r} is a local path but has no model_index.json: point MODEL at the folder that "
-                "`hf download nvidia/Cosmos3-Nano --local-dir <folder>` created."
-            )
-        source, path = "local", str(local)
+    local = Path(model).expanduser()
+    if model in random_checkpoints.TINY_VARIANTS or model == NANO_MODEL_NAME:
+        source = TINY_MODEL_NAME if model in random_checkpoints.TINY_VARIANTS else NANO_MODEL_NAME
+    elif local.exists():
+        source = "local"
+        _check_folder(model, local)
+    elif _looks_like_a_path(model):
+        raise ModelUnavailableError(
+            f"MODEL={model!r} is written as a path, and there is no folder at {local.absolute()}. Check the "
+            "spelling and the working directory (a notebook runs in its own folder), or download the checkpoint "
+            "there first: `hf download nvidia/Cosmos3-Nano --local-dir <folder>`. Without weights, set MODEL='tiny'."
+        )
     else:
-        source, path = "hub", _hub_folder(model)
+        source = "hub"
+        found = models.variant(model)  # a revision the checkpoint does not publish fails here, with the ones it has
+        if found is not None and found.fixed_steps is not None:
+            _refuse_distilled(model, f"{found.fixed_steps} steps, no guidance")
     use_guardrails = guardrails_wanted(guardrails, source)
     if use_guardrails:
         _check_guardrails_available(model)
+    if source == TINY_MODEL_NAME:
+        path = str(random_checkpoints.ensure_tiny_checkpoint(variant=model))
+    elif source == NANO_MODEL_NAME:
+        path = str(random_checkpoints.ensure_nano_checkpoint(target))
+    elif source == "local":
+        path = str(local)
+    else:
+        model_id, revision = models.split(model)
+        _check_access(model, model_id, use_guardrails)
+        path = _hub_folder(model, model_id, revision)
     return Checkpoint(model, source, path, target, choose_dtype(target), use_guardrails)

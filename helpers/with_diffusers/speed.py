@@ -314,8 +314,20 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
 
 
 # Per decoder layer, the text tower's weights: its attention projections and feed-forward (46% of Nano's weights).
+# Edge's feed-forward is Nemotron's squared ReLU, which has no gate: `text_tower_modules` takes what a layer has.
 TEXT_TOWER = ("self_attn.to_q", "self_attn.to_k", "self_attn.to_v", "self_attn.to_out", "mlp.gate_proj", "mlp.up_proj",
               "mlp.down_proj")  # fmt: skip
+
+
+def text_tower_modules(layer: torch.nn.Module) -> list[torch.nn.Module]:
+    """The text tower's weight-holding modules of one decoder layer, as this checkpoint builds them."""
+    found = []
+    for name in TEXT_TOWER:
+        try:
+            found.append(layer.get_submodule(name))
+        except AttributeError:
+            continue
+    return found
 
 
 def keep_text_tower_in_cpu_memory(pipe: Cosmos3OmniPipeline, device: torch.device) -> None:
@@ -345,8 +357,7 @@ def keep_text_tower_in_cpu_memory(pipe: Cosmos3OmniPipeline, device: torch.devic
             return output
 
     for layer in pipe.transformer.layers:
-        for name in TEXT_TOWER:
-            module = layer.get_submodule(name)
+        for module in text_tower_modules(layer):
             HookRegistry.check_if_exists_or_initialize(module).register_hook(WeightsOnCall(module), "text_tower")
 
 

@@ -204,7 +204,10 @@ def load_pipeline(
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
             pipe = Cosmos3OmniPipeline.from_pretrained(
-                checkpoint.path, dtype=checkpoint.dtype, enable_safety_checker=checkpoint.guardrails
+                checkpoint.path,
+                dtype=checkpoint.dtype,
+                enable_safety_checker=checkpoint.guardrails,
+                use_native_flow_schedule=True,  # vLLM-Omni's schedule, to the step (the notebook says why)
             )
     finally:
         if was_on:

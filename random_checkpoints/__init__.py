@@ -30,13 +30,12 @@ if TYPE_CHECKING:
 TINY_MODEL_NAME = "tiny"
 NANO_MODEL_NAME = "nano-random"
 # The tiny checkpoint and its variants, each a published variant's configuration at toy size: MODEL name -> the
-# entry of published.json's "variants" it applies (None: Nano as published).
+# entry of published.json's "variants" it applies (None: Nano as published, with sound and action heads).
 TINY_VARIANTS: dict[str, str | None] = {
     TINY_MODEL_NAME: None,
     "tiny-edge": "edge",
     "tiny-nosound": "nosound",
     "tiny-distilled": "distilled",
-    "tiny-action": "action",
 }
 # Bump when a recipe below changes so that stale caches are rebuilt instead of reused.
 RECIPE_VERSION = 2
@@ -106,6 +105,7 @@ def _build_tokenizer():
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
     backend.add_special_tokens(_tokenizer_specials())
+    backend.add_tokens(published()["text_tokenizer"]["added_tokens"])
     return _wrap_tokenizer(backend)
 
 
@@ -121,9 +121,14 @@ def _wrap_tokenizer(backend):
 def _scheduler(variant: str | None):
     from diffusers import FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler
 
-    if variant == "distilled":
-        return FlowMatchEulerDiscreteScheduler()
-    return UniPCMultistepScheduler(**config_for("scheduler", variant, {}))
+    fields = (published()["variants"].get(variant) or {}).get("scheduler")
+    if variant != "distilled":
+        return UniPCMultistepScheduler(**config_for("scheduler", variant, {}))
+    # The distilled list rides in the config as the converter writes it; diffusers keeps fields it does not read.
+    extra = {k: fields[k] for k in ("fixed_step_sampler_config", "fixed_step_requires_explicit_sigmas")}
+    scheduler = FlowMatchEulerDiscreteScheduler(**{k: v for k, v in fields.items() if k not in extra})
+    scheduler.register_to_config(**extra)
+    return scheduler
 
 
 def _assemble(transformer, tokenizer, vae, sound_tokenizer, variant: str | None) -> Cosmos3OmniPipeline:
@@ -237,6 +242,7 @@ def qwen_tokenizer():
     backend = TikTokenConverter(
         vocab_file=vocab, pattern=QWEN_PATTERN, extra_special_tokens=_tokenizer_specials()
     ).converted()
+    backend.add_tokens(published()["text_tokenizer"]["added_tokens"])
     first = published()["text_tokenizer"]["first_special_id"]
     if backend.token_to_id(_tokenizer_specials()[0]) != first or backend.token_to_id("<|vision_start|>") != 151652:
         raise RuntimeError(f"qwen-tokenizer's vocabulary changed: Qwen's special tokens no longer start at {first}.")
@@ -287,27 +293,44 @@ def build_nano_pipeline(device: str = "cuda", tokenizer=None, variant: str | Non
 
 def save_checkpoint(pipe: Cosmos3OmniPipeline, folder: Path) -> None:
     """`save_pretrained`, then what the published checkpoints carry beyond it: `enable_safety_checker: true` in
-    model_index.json and the modular pipeline's index."""
+    model_index.json, a variant's fields for other runtimes (Edge's `backbone_type`, which vLLM-Omni reads), and the
+    modular pipeline's index."""
     pipe.save_pretrained(folder)
     variant = getattr(pipe, "_cookbook_variant", None)
-    index_path = folder / "model_index.json"
-    index = json.loads(index_path.read_text())
-    index["enable_safety_checker"] = published()["pipeline"]["fixed"]["enable_safety_checker"]
-    index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    extra = published()["variants"].get(variant) or {}
+    index = _update_json(
+        folder / "model_index.json",
+        {"enable_safety_checker": published()["pipeline"]["fixed"]["enable_safety_checker"],
+         **extra.get("model_index_saved", {})},
+    )  # fmt: skip
+    if extra.get("transformer_saved"):
+        _update_json(folder / "transformer" / "config.json", extra["transformer_saved"])
     (folder / "modular_model_index.json").write_text(json.dumps(modular_index(index, variant), indent=2) + "\n")
 
 
+def _update_json(path: Path, fields: dict[str, Any]) -> dict[str, Any]:
+    content = {**json.loads(path.read_text()), **fields}
+    path.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n")
+    return content
+
+
+# The pipeline fields the modular index copies from model_index.json (as NVIDIA's converter does).
+MODULAR_COPIED = ("default_use_system_prompt", "enable_safety_checker", "use_native_flow_schedule", "native_flow_shift")
+
+
 def modular_index(index: dict[str, Any], variant: str | None) -> dict[str, Any]:
-    """modular_model_index.json for a checkpoint folder: the modular pipeline class and, per component, where
-    `load_components` finds it (its subfolder of the same folder)."""
-    variant_fields = published()["variants"].get(variant) or {}
+    """modular_model_index.json for a checkpoint folder: the modular pipeline and its blocks, the pipeline fields,
+    and per component its class and where `load_components` finds it (its subfolder of the same folder)."""
     modular: dict[str, Any] = {
-        "_class_name": variant_fields.get("modular_class_name", published()["pipeline"]["modular_class_name"]),
+        **published()["pipeline"]["modular"],
+        **(published()["variants"].get(variant) or {}).get("modular", {}),
         "_diffusers_version": index["_diffusers_version"],
+        **{name: index[name] for name in MODULAR_COPIED if name in index},
     }
-    for name, entry in index.items():
+    for name, entry in sorted(index.items()):
         if isinstance(entry, list) and entry[0] is not None:
-            modular[name] = [entry[0], entry[1], {"pretrained_model_name_or_path": None, "subfolder": name}]
+            spec = {"pretrained_model_name_or_path": None, "subfolder": name, "type_hint": entry, "variant": None}
+            modular[name] = [entry[0], entry[1], spec]
     return modular
 
 

@@ -73,6 +73,16 @@ def check_run(
         assert (out["width"], out["height"], out["num_frames"], out["has_audio"]) == (
             info.width, info.height, info.num_frames, info.has_audio,
         )  # fmt: skip
+    if shifts:
+        # Each shift really changed the schedule: with the published Karras scheduler and no
+        # `use_karras_sigmas=False`, the three videos were the same.
+        shifted = {
+            o["mode"]: media.read_frames(run_dir / o["path"]) for o in manifest["outputs"] if "-shift" in o["mode"]
+        }
+        names = sorted(shifted)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                assert frame_difference(shifted[a], shifted[b]) > 0, f"{a} and {b} hold the same frames"
     return manifest
 
 

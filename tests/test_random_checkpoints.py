@@ -30,7 +30,9 @@ BOOKKEEPING = {"_class_name", "_diffusers_version", "_use_default_values", "_nam
 
 def _expected(component: str, variant: str | None) -> dict:
     published = tiny_checkpoint.published()
-    return {**published[component]["fixed"], **(published["variants"].get(variant) or {}).get(component, {})}
+    extra = published["variants"].get(variant) or {}
+    saved = extra.get("model_index_saved" if component == "pipeline" else f"{component}_saved", {})
+    return {**published[component]["fixed"], **extra.get(component, {}), **saved}
 
 
 def _check_component(config: dict, component: str, variant: str | None) -> None:
@@ -44,6 +46,7 @@ def _check_component(config: dict, component: str, variant: str | None) -> None:
         if name == "rope_scaling":  # its mrope_section is a size
             value = {**value, "mrope_section": config[name]["mrope_section"]}
         assert config[name] == value, f"{component}.{name}: saved {config[name]!r}, published {value!r}"
+    section = {**section, "fixed": _expected(component, variant)}
     defaults = {
         name: p.default
         for name, p in inspect.signature(getattr(diffusers, section["class_name"]).__init__).parameters.items()
@@ -64,7 +67,10 @@ def test_every_built_checkpoint_matches_the_published_configuration(tmp_path, na
         assert index[key] == value, f"model_index.json {key}: {index[key]!r}, published {value!r}"
     modular = json.loads((folder / "modular_model_index.json").read_text())
     extra = published["variants"].get(variant) or {}
-    assert modular["_class_name"] == extra.get("modular_class_name", published["pipeline"]["modular_class_name"])
+    for key, value in {**published["pipeline"]["modular"], **extra.get("modular", {})}.items():
+        assert modular[key] == value, f"modular_model_index.json {key}: {modular[key]!r}, published {value!r}"
+    for key in ("default_use_system_prompt", "enable_safety_checker", "use_native_flow_schedule"):
+        assert modular[key] == index[key]
     for component in ("transformer", "vae", "sound_tokenizer"):
         if component == "sound_tokenizer" and "sound_tokenizer" in extra:
             assert index["sound_tokenizer"] == [None, None] and not (folder / component).exists()
@@ -75,13 +81,14 @@ def test_every_built_checkpoint_matches_the_published_configuration(tmp_path, na
     scheduler = json.loads((folder / "scheduler" / "scheduler_config.json").read_text())
     if variant == "distilled":
         assert scheduler["_class_name"] == extra["scheduler_class_name"]
+        assert {k: scheduler[k] for k in extra["scheduler"]} == extra["scheduler"]
     else:
         assert scheduler["_class_name"] == published["scheduler"]["class_name"]
         _check_component(scheduler, "scheduler", variant)
     tokenizer = AutoTokenizer.from_pretrained(folder / "text_tokenizer")
-    specials = published["text_tokenizer"]["special_tokens"]
+    specials = published["text_tokenizer"]["special_tokens"] + published["text_tokenizer"]["added_tokens"]
     ids = tokenizer.convert_tokens_to_ids(specials)
-    assert ids == list(range(ids[0], ids[0] + len(specials))), "Qwen3-VL's special tokens, in Qwen's order"
+    assert ids == list(range(ids[0], ids[0] + len(specials))), "Qwen3-VL's special and added tokens, in Qwen's order"
     assert (tokenizer.eos_token, tokenizer.pad_token) == (
         published["text_tokenizer"]["eos_token"],
         published["text_tokenizer"]["pad_token"],
@@ -101,8 +108,39 @@ def test_nano_random_is_built_in_the_published_configuration_at_nanos_size():
             assert (config[outer][inner] if inner else config[name]) == value, f"{component}.{name}"
     _check_component(dict(pipe.scheduler.config), "scheduler", None)
     assert sum(p.numel() for p in pipe.transformer.parameters()) == pytest.approx(15.2e9, rel=0.01)
-    specials = published["text_tokenizer"]["special_tokens"]
-    assert pipe.text_tokenizer.convert_tokens_to_ids(specials) == list(range(151643, 151643 + len(specials)))
+    tokens = published["text_tokenizer"]["special_tokens"] + published["text_tokenizer"]["added_tokens"]
+    assert pipe.text_tokenizer.convert_tokens_to_ids(tokens) == list(range(151643, 151669))
+    assert (pipe.transformer.config.action_gen, pipe.transformer.config.action_dim) == (True, 64)
+
+
+@pytest.mark.parametrize(
+    ("name", "pipeline_class"),
+    [("tiny", "Cosmos3OmniModularPipeline"), ("tiny-distilled", "Cosmos3DistilledModularPipeline")],
+)
+def test_the_modular_index_loads_and_runs_in_the_modular_pipeline(tmp_path, name, pipeline_class):
+    """What the transfer cookbook and distilled checkpoints need: the folder loads through diffusers' modular
+    pipeline from its modular_model_index.json alone, and generates."""
+    import diffusers
+    from diffusers import ModularPipeline
+
+    pipe = ModularPipeline.from_pretrained(str(tiny_checkpoint.ensure_tiny_checkpoint(tmp_path, variant=name)))
+    assert type(pipe).__name__ == pipeline_class
+    pipe.load_components(dtype=torch.float32)
+    pipe.disable_safety_checker()
+    assert isinstance(pipe.transformer, diffusers.Cosmos3OmniTransformer)
+    videos = pipe(prompt="a harbor", num_frames=1, height=64, width=64, generator=torch.Generator().manual_seed(0),
+                  output="videos", **({} if name == "tiny-distilled" else {"num_inference_steps": 2}))  # fmt: skip
+    frame = videos[0][0] if isinstance(videos[0], list) else videos[0]
+    assert np.asarray(frame).shape == (64, 64, 3)
+
+
+# vLLM-Omni 0.30.0's Cosmos 3 schedule at 35 steps, read off its own scheduler (FlowUniPCMultistepScheduler built from
+# the published scheduler config with shift 1, then `set_timesteps(35, shift=s)`): the first three noise levels and
+# timesteps for each shift.
+VLLM_OMNI_SCHEDULE = {
+    3.0: ([0.9996664524, 0.9899545312, 0.9798581004], [999, 989, 979]),
+    10.0: ([0.9998999238, 0.9969649911, 0.9938710332], [999, 996, 993]),
+}
 
 
 def test_the_published_scheduler_ignores_the_flow_shift_and_the_cookbooks_line_applies_it(tiny_pipe):
@@ -121,9 +159,25 @@ def test_the_published_scheduler_ignores_the_flow_shift_and_the_cookbooks_line_a
     assert plain[0] == plain[1] == plain[2]
     shifted = {s: sigmas(pipelines.scheduler_for(pipe, s)) for s in (3.0, 10.0, 30.0)}
     assert len({tuple(v) for v in shifted.values()}) == 3
-    # vLLM-Omni's schedule for a shift: UniPC's shifted flow sigmas without the Karras grid.
-    assert shifted[3.0] == pytest.approx([1.0, 0.9903, 0.9802], abs=1e-4)
-    assert shifted[10.0] == pytest.approx([1.0, 0.9971, 0.994], abs=1e-4)
+
+
+@pytest.mark.parametrize("shift", sorted(VLLM_OMNI_SCHEDULE))
+def test_the_diffusers_pipeline_runs_vllm_omnis_schedule_step_for_step(tiny_pipe, shift):
+    """The notebooks' schedules agree: the pipeline as the cookbook loads it (`use_native_flow_schedule=True`) and
+    sets its scheduler (`use_karras_sigmas=False`, the shift) denoises at vLLM-Omni's noise levels and timesteps."""
+    pipe, _ = tiny_pipe
+    assert pipe.config.use_native_flow_schedule
+    seen = {}
+
+    def record(pipe, step, timestep, tensors):
+        seen.setdefault("sigmas", pipe.scheduler.sigmas[:3].tolist())
+        seen.setdefault("timesteps", pipe.scheduler.timesteps[:3].tolist())
+        return tensors
+
+    s = presets.settings_for("t2i", "smoke", num_inference_steps=35, flow_shift=shift, width=32, height=32)
+    pipelines.generate(pipe, "a harbor", s, on_step_end=record)
+    want_sigmas, want_timesteps = VLLM_OMNI_SCHEDULE[shift]
+    assert seen["sigmas"] == pytest.approx(want_sigmas, abs=1e-6) and seen["timesteps"] == want_timesteps
 
 
 def test_build_save_reload_gives_the_same_real_components(tmp_path):

@@ -30,9 +30,15 @@ def accelerator() -> dict[str, Any]:
         free, total = torch.cuda.mem_get_info()
         # What the `fast` preset's `flash_attention` switch will do on this GPU, and why.
         attention = flash_attention.unavailable_reason(torch.device("cuda")) or "used by fast/turbo"
-        return {"device": "cuda", "name": props.name, "count": torch.cuda.device_count(),
-                "memory_total_gib": round(total / 2**30, 1), "memory_free_gib": round(free / 2**30, 1),
-                "cuda": torch.version.cuda, "flash_attention_4": attention}  # fmt: skip
+        return {
+            "device": "cuda",
+            "name": props.name,
+            "count": torch.cuda.device_count(),
+            "memory_total_gib": round(total / 2**30, 1),
+            "memory_free_gib": round(free / 2**30, 1),
+            "cuda": torch.version.cuda,
+            "flash_attention_4": attention,
+        }
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return {"device": "mps", "name": "Apple GPU"}
     return {"device": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}

@@ -93,9 +93,13 @@ def fit_audio(audio: Any, sample_rate: int, duration_s: float) -> np.ndarray:
 
 
 def write_video(
-    path: str | os.PathLike[str], frames: Any, fps: float, audio: Any | None = None, sample_rate: int | None = None,
+    path: str | os.PathLike[str],
+    frames: Any,
+    fps: float,
+    audio: Any | None = None,
+    sample_rate: int | None = None,
     audio_duration_s: float | None = None,
-) -> Path:  # fmt: skip
+) -> Path:
     """MP4, H.264 yuv420p (plays in every browser), with stereo AAC of `audio_duration_s` (default: the picture's).
 
     Encoded as vLLM-Omni encodes (libx264 ultrafast, CRF 18), which is reproducible: same frames, same bytes, in both
@@ -194,10 +198,16 @@ def probe(path: str | os.PathLike[str]) -> MediaInfo:
             audio = AudioInfo(codec=a.codec_context.name, channels=a.channels, sample_rate=a.rate, duration_s=duration)
         kind = "image" if target.suffix.lower() in IMAGE_SUFFIXES else "video"
         return MediaInfo(
-            path=str(target), kind=kind, width=stream.width, height=stream.height, num_frames=num_frames,
-            fps=float(rate) if kind == "video" else 0.0, codec=stream.codec_context.name,
-            pix_fmt=stream.codec_context.pix_fmt or "", audio=audio,
-        )  # fmt: skip
+            path=str(target),
+            kind=kind,
+            width=stream.width,
+            height=stream.height,
+            num_frames=num_frames,
+            fps=float(rate) if kind == "video" else 0.0,
+            codec=stream.codec_context.name,
+            pix_fmt=stream.codec_context.pix_fmt or "",
+            audio=audio,
+        )
 
 
 def _probe_wav(path: Path) -> MediaInfo:
@@ -206,8 +216,17 @@ def _probe_wav(path: Path) -> MediaInfo:
     with wave.open(str(path), "rb") as wav:
         rate, channels, frames = wav.getframerate(), wav.getnchannels(), wav.getnframes()
     audio = AudioInfo(codec="pcm_s16le", channels=channels, sample_rate=rate, duration_s=frames / rate)
-    return MediaInfo(path=str(path), kind="audio", width=0, height=0, num_frames=0, fps=0.0, codec="pcm_s16le",
-                     pix_fmt="", audio=audio)  # fmt: skip
+    return MediaInfo(
+        path=str(path),
+        kind="audio",
+        width=0,
+        height=0,
+        num_frames=0,
+        fps=0.0,
+        codec="pcm_s16le",
+        pix_fmt="",
+        audio=audio,
+    )
 
 
 def read_frames(path: str | os.PathLike[str], max_frames: int | None = None) -> np.ndarray:

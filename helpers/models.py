@@ -42,35 +42,71 @@ _DISTILLED_LAYOUTS = {4: {"tensor_parallel_size": 4, "layerwise_offload": True}}
 VARIANTS: dict[str, Variant] = {
     v.model_id: v
     for v in (
+        # Nano: the presets' own defaults (helpers/presets.py cites each).
         Variant(
-            "nvidia/Cosmos3-Nano", "16 B", "one H100/H200/B200 (80 GB); 24 GB with SPEED low_vram",
-            layouts={1: {}, 2: {"cfg_parallel_size": 2},
-                     4: {"cfg_parallel_size": 2, "ulysses_degree": 2, "vae_patch_parallel_size": 4}},
+            "nvidia/Cosmos3-Nano",
+            "16 B",
+            "one H100/H200/B200 (80 GB); 24 GB with SPEED low_vram",
+            layouts={
+                1: {},
+                2: {"cfg_parallel_size": 2},
+                4: {"cfg_parallel_size": 2, "ulysses_degree": 2, "vae_patch_parallel_size": 4},
+            },
         ),
         # Super: NVIDIA documents t2i, t2v and i2v, and recommends a video flow shift of 5.
         Variant(
-            "nvidia/Cosmos3-Super", "64 B", "two H200/B200 at least, eight recommended", modes=("t2i", "t2v", "i2v"),
-            flow_shift=5.0, layouts=_SUPER_LAYOUTS,
+            "nvidia/Cosmos3-Super",
+            "64 B",
+            "two H200/B200 at least, eight recommended",
+            modes=("t2i", "t2v", "i2v"),
+            flow_shift=5.0,
+            layouts=_SUPER_LAYOUTS,
         ),
         Variant("nvidia/Cosmos3-Super-Text2Image", "64 B", "as Super", modes=("t2i",), layouts=_SUPER_LAYOUTS),
         Variant(
-            "nvidia/Cosmos3-Super-Image2Video", "64 B", "as Super", modes=("i2v",), flow_shift=5.0,
+            "nvidia/Cosmos3-Super-Image2Video",
+            "64 B",
+            "as Super",
+            modes=("i2v",),
+            flow_shift=5.0,
             layouts=_SUPER_LAYOUTS,
         ),
+        # Distilled: 4 steps of the checkpoint's own sigmas without guidance (its modular index; vLLM-Omni forces
+        # guidance 1.0). The Diffusers notebook refuses them: only Cosmos3DistilledModularPipeline runs them.
         Variant(
-            "nvidia/Cosmos3-Super-Text2Image-4Step", "64 B, 4 steps", "four H100/H200", modes=("t2i",),
-            guidance_scale=1.0, fixed_steps=4, layouts=_DISTILLED_LAYOUTS,
+            "nvidia/Cosmos3-Super-Text2Image-4Step",
+            "64 B, 4 steps",
+            "four H100/H200",
+            modes=("t2i",),
+            guidance_scale=1.0,
+            fixed_steps=4,
+            layouts=_DISTILLED_LAYOUTS,
         ),
         Variant(
-            "nvidia/Cosmos3-Super-Image2Video-4Step", "64 B, 4 steps", "four H100/H200", modes=("i2v",),
-            guidance_scale=1.0, fixed_steps=4, layouts=_DISTILLED_LAYOUTS,
+            "nvidia/Cosmos3-Super-Image2Video-4Step",
+            "64 B, 4 steps",
+            "four H100/H200",
+            modes=("i2v",),
+            guidance_scale=1.0,
+            fixed_steps=4,
+            layouts=_DISTILLED_LAYOUTS,
         ),
+        # Edge: vLLM-Omni 0.30.0's Edge defaults (832x480, guidance 5, shift 3, images 640x640); 121 frames, 256p and
+        # 480p from the Cosmos framework's documentation of Edge.
         Variant(
-            "nvidia/Cosmos3-Edge", "about 4 B", "one 24 GB GPU", modes=("t2i", "t2v", "i2v"), tiers=("256p", "480p"),
-            max_frames=121, guidance_scale=5.0, flow_shift=3.0, image_size=(640, 640), fp8_revision=False,
+            "nvidia/Cosmos3-Edge",
+            "about 4 B",
+            "one 24 GB GPU",
+            modes=("t2i", "t2v", "i2v"),
+            tiers=("256p", "480p"),
+            max_frames=121,
+            guidance_scale=5.0,
+            flow_shift=3.0,
+            image_size=(640, 640),
+            fp8_revision=False,
         ),
     )
-}  # fmt: skip
+}
 SHORT_NAMES = {"nano": "nvidia/Cosmos3-Nano", "super": "nvidia/Cosmos3-Super", "edge": "nvidia/Cosmos3-Edge"}
 
 

@@ -38,7 +38,7 @@ SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "256p": {"16:9": (320, 192), "4:3": (320, 256), "1:1": (256, 256), "3:4": (256, 320), "9:16": (192, 320)},
     "480p": {"16:9": (832, 480), "4:3": (736, 544), "1:1": (640, 640), "3:4": (544, 736), "9:16": (480, 832)},
     "720p": {"16:9": (1280, 720), "4:3": (1104, 832), "1:1": (960, 960), "3:4": (832, 1104), "9:16": (720, 1280)},
-}  # fmt: skip
+}
 FPS_CHOICES: tuple[int, ...] = (10, 16, 24, 30)  # vLLM-Omni's Cosmos 3 recipes and NVIDIA's README
 # NVIDIA's framework caps a video at 400 / 300 / 200 frames at 256p / 480p / 720p (docs/faq.md, args.py); frames are
 # 4k+1 (the VAE packs 4 pictures into each latent frame after the first), so these are the longest allowed.
@@ -112,18 +112,57 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset("smoke", "Tiny checkpoint on a CPU: 160x96, 17 frames, 2 steps. Checks that everything runs.",
-               (160, 96), 17, 2, (128, 128), 2),
-        Preset("draft", "256p 16:9, 93 frames (3.9 s), 20 steps: quick looks at a prompt.",
-               SIZES["256p"]["16:9"], 93, 20, (512, 512), 25),
-        Preset("default", "480p 16:9, 189 frames (7.9 s), 35 steps, guidance 6, flow shift 10.",
-               SIZES["480p"]["16:9"], 189, 35, (1024, 1024), 50),
-        Preset("quality", "720p 16:9, 189 frames (7.9 s), 35 steps: the published full-quality setting.",
-               SIZES["720p"]["16:9"], 189, 35, (1024, 1024), 50),
+        Preset(
+            "smoke",
+            "Tiny checkpoint on a CPU: 160x96, 17 frames, 2 steps. Checks that everything runs.",
+            (160, 96),
+            17,
+            2,
+            (128, 128),
+            2,
+        ),
+        Preset(
+            "draft",
+            "256p 16:9, 93 frames (3.9 s), 20 steps: quick looks at a prompt.",
+            SIZES["256p"]["16:9"],
+            93,
+            20,
+            (512, 512),
+            25,
+        ),
+        Preset(
+            "default",
+            "480p 16:9, 189 frames (7.9 s), 35 steps, guidance 6, flow shift 10.",
+            SIZES["480p"]["16:9"],
+            189,
+            35,
+            (1024, 1024),
+            50,
+        ),
+        Preset(
+            "quality",
+            "720p 16:9, 189 frames (7.9 s), 35 steps: the published full-quality setting.",
+            SIZES["720p"]["16:9"],
+            189,
+            35,
+            (1024, 1024),
+            50,
+        ),
     )
-}  # fmt: skip
-_OVERRIDES = ("tier", "aspect_ratio", "width", "height", "num_frames", "fps", "num_inference_steps", "guidance_scale",
-              "flow_shift", "seed", "enable_sound")  # fmt: skip
+}
+_OVERRIDES = (
+    "tier",
+    "aspect_ratio",
+    "width",
+    "height",
+    "num_frames",
+    "fps",
+    "num_inference_steps",
+    "guidance_scale",
+    "flow_shift",
+    "seed",
+    "enable_sound",
+)
 
 
 def _allowed(values: Any) -> str:
@@ -284,15 +323,31 @@ def settings_for(mode: str, preset: str = "default", *, model: str = "", **overr
             num_frames = min(num_frames, v.max_frames)  # a preset's length is capped at the checkpoint's own
 
     return GenerationSettings(
-        mode=mode, width=width, height=height, num_frames=num_frames, fps=fps, num_inference_steps=steps,
-        guidance_scale=guidance, flow_shift=shift, seed=seed, enable_sound=enable_sound, preset=p.name,
-    )  # fmt: skip
+        mode=mode,
+        width=width,
+        height=height,
+        num_frames=num_frames,
+        fps=fps,
+        num_inference_steps=steps,
+        guidance_scale=guidance,
+        flow_shift=shift,
+        seed=seed,
+        enable_sound=enable_sound,
+        preset=p.name,
+    )
 
 
 def _for_variant(
-    v: models.Variant, model: str, mode: str, given: dict[str, Any], steps: int, guidance: float, shift: float,
-    width: int, height: int,
-) -> tuple[int, float, float, tuple[int, int]]:  # fmt: skip
+    v: models.Variant,
+    model: str,
+    mode: str,
+    given: dict[str, Any],
+    steps: int,
+    guidance: float,
+    shift: float,
+    width: int,
+    height: int,
+) -> tuple[int, float, float, tuple[int, int]]:
     """A published checkpoint's own defaults (guidance, flow shift, image size, a distilled schedule) and limits."""
     if v.modes is not None and mode not in v.modes:
         raise InvalidSettingError(f"MODEL={model!r} makes {_allowed(v.modes)} only; drop {mode!r} from MODES.")
@@ -313,7 +368,7 @@ def _for_variant(
                 "leave num_inference_steps and guidance_scale unset."
             )
         steps, guidance = v.fixed_steps, 1.0
-    return steps, float(guidance), float(shift), (width, height)  # fmt: skip
+    return steps, float(guidance), float(shift), (width, height)
 
 
 def settings_for_modes(

@@ -113,8 +113,13 @@ class Run:
         return self.path / MANIFEST_NAME
 
     def manifest(self) -> dict[str, Any]:
-        return {"backend": self.backend, "model": self.model, "started": self.started, "info": self.info,
-                "outputs": [o.to_dict() for o in self.outputs]}  # fmt: skip
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            "started": self.started,
+            "info": self.info,
+            "outputs": [o.to_dict() for o in self.outputs],
+        }
 
     def _write_manifest(self) -> None:
         fd, tmp = tempfile.mkstemp(prefix=".manifest-", suffix=".json", dir=self.path)
@@ -126,11 +131,21 @@ class Run:
         """Probe a written file and add it to the manifest (what it really holds, not what was asked)."""
         info = media.probe(file)
         output = Output(
-            mode=mode, path=str(file.relative_to(self.path)), kind=info.kind, width=info.width, height=info.height,
-            num_frames=info.num_frames, fps=info.fps, has_audio=info.has_audio, seed=settings.seed, model=self.model,
-            settings=settings.to_dict(), seconds=round(seconds, 3), audio=info.audio.__dict__ if info.audio else None,
+            mode=mode,
+            path=str(file.relative_to(self.path)),
+            kind=info.kind,
+            width=info.width,
+            height=info.height,
+            num_frames=info.num_frames,
+            fps=info.fps,
+            has_audio=info.has_audio,
+            seed=settings.seed,
+            model=self.model,
+            settings=settings.to_dict(),
+            seconds=round(seconds, 3),
+            audio=info.audio.__dict__ if info.audio else None,
             extra=extra,
-        )  # fmt: skip
+        )
         self.outputs.append(output)
         self._write_manifest()
         return output

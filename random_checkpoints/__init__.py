@@ -131,11 +131,18 @@ def _scheduler(variant: str | None):
     return scheduler
 
 
-def _assemble(transformer, tokenizer, vae, sound_tokenizer, variant: str | None) -> Cosmos3OmniPipeline:
-    """The pipeline as the converter builds it, with a variant's pipeline fields."""
+def _assemble(
+    transformer, tokenizer, vae, sound_tokenizer, variant: str | None, **overrides: Any
+) -> Cosmos3OmniPipeline:
+    """The pipeline as the converter builds it, with a variant's pipeline fields (and `overrides` of them, as
+    `from_pretrained` takes them)."""
     from diffusers import Cosmos3OmniPipeline
 
-    fields = {**published()["pipeline"]["fixed"], **(published()["variants"].get(variant) or {}).get("pipeline", {})}
+    fields = {
+        **published()["pipeline"]["fixed"],
+        **(published()["variants"].get(variant) or {}).get("pipeline", {}),
+        **overrides,
+    }
     pipe = Cosmos3OmniPipeline(
         transformer=transformer,
         text_tokenizer=tokenizer,
@@ -249,9 +256,12 @@ def qwen_tokenizer():
     return _wrap_tokenizer(backend)
 
 
-def build_nano_pipeline(device: str = "cuda", tokenizer=None, variant: str | None = None) -> Cosmos3OmniPipeline:
-    """Cosmos 3 Nano's architecture (sound included) with random weights, built in place on `device` (bf16 on CUDA,
-    else float32), in the published configuration.
+def build_nano_pipeline(
+    device: str = "cuda", tokenizer=None, variant: str | None = None, **overrides: Any
+) -> Cosmos3OmniPipeline:
+    """Cosmos 3 Nano's architecture (sound and action heads included) with random weights, built in place on
+    `device` (bf16 on CUDA, else float32), in the published configuration; `overrides` are pipeline fields as the
+    cookbook loads them (`use_native_flow_schedule=True`).
 
     The weights are drawn on the device itself, so a 15 B-parameter model builds in seconds on a GPU.
     """
@@ -288,6 +298,7 @@ def build_nano_pipeline(device: str = "cuda", tokenizer=None, variant: str | Non
         vae.eval(),
         sound_tokenizer.eval() if sound_tokenizer is not None else None,
         variant,
+        **overrides,
     )
 
 

@@ -188,3 +188,16 @@ def test_tiny_resolves_to_a_folder_from_pretrained_reads_with_guardrails_off():
     assert (checkpoint.source, checkpoint.dtype, checkpoint.guardrails) == ("tiny", torch.float32, False)
     pipe = Cosmos3OmniPipeline.from_pretrained(checkpoint.path, dtype=checkpoint.dtype, enable_safety_checker=False)
     assert pipe.safety_checker is None and pipe.transformer.dtype == torch.float32
+
+
+def test_a_distilled_folder_is_refused_by_what_its_files_name(tmp_path):
+    """The faithful distilled checkpoint (its FlowMatchEuler scheduler and distilled modular index), by its tiny name
+    and as a local folder: `Cosmos3OmniPipeline` would load it without complaint and make wrong pictures."""
+    with pytest.raises(InvalidSettingError, match="distilled.*Cosmos3DistilledModularPipeline"):
+        loading.resolve("tiny-distilled", device="cpu")
+    folder = shutil.copytree(random_checkpoints.ensure_tiny_checkpoint(variant="tiny-distilled"), tmp_path / "super")
+    with pytest.raises(InvalidSettingError, match="its folder names Cosmos3DistilledModularPipeline"):
+        loading.resolve(str(folder), guardrails="off", device="cpu")
+    (folder / "modular_model_index.json").unlink()  # a download without the modular index: the scheduler tells
+    with pytest.raises(InvalidSettingError, match="its folder names FlowMatchEulerDiscreteScheduler"):
+        loading.resolve(str(folder), guardrails="off", device="cpu")

@@ -222,6 +222,7 @@ def resolve(model: str = DEFAULT_MODEL, *, device: str = "auto", guardrails: str
         _check_guardrails_available(model)
     if source == TINY_MODEL_NAME:
         path = str(random_checkpoints.ensure_tiny_checkpoint(variant=model))
+        _check_folder(model, Path(path))  # `tiny-distilled` is refused as a distilled folder is
     elif source == NANO_MODEL_NAME:
         path = str(random_checkpoints.ensure_nano_checkpoint(target))
     elif source == "local":

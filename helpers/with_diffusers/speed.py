@@ -140,16 +140,25 @@ def attend(attn: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     from diffusers.models.attention_dispatch import dispatch_attention_fn
 
     out = dispatch_attention_fn(
-        query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0), is_causal=is_causal, enable_gqa=True,
-        backend=attn.processor._attention_backend, parallel_config=attn.processor._parallel_config,
-    )  # fmt: skip
+        query.unsqueeze(0),
+        key.unsqueeze(0),
+        value.unsqueeze(0),
+        is_causal=is_causal,
+        enable_gqa=True,
+        backend=attn.processor._attention_backend,
+        parallel_config=attn.processor._parallel_config,
+    )
     return out.squeeze(0)
 
 
 def _generation_half(
-    layer: Any, gen_seq: torch.Tensor, text_key: torch.Tensor, text_value: torch.Tensor, cos: torch.Tensor,
+    layer: Any,
+    gen_seq: torch.Tensor,
+    text_key: torch.Tensor,
+    text_value: torch.Tensor,
+    cos: torch.Tensor,
     sin: torch.Tensor,
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     """The generation pathway of `Cosmos3VLTextMoTDecoderLayer.forward`, given the text keys and values."""
     import torch
 
@@ -315,8 +324,15 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
 
 # Per decoder layer, the text tower's weights: its attention projections and feed-forward (46% of Nano's weights).
 # Edge's feed-forward is Nemotron's squared ReLU, which has no gate: `text_tower_modules` takes what a layer has.
-TEXT_TOWER = ("self_attn.to_q", "self_attn.to_k", "self_attn.to_v", "self_attn.to_out", "mlp.gate_proj", "mlp.up_proj",
-              "mlp.down_proj")  # fmt: skip
+TEXT_TOWER = (
+    "self_attn.to_q",
+    "self_attn.to_k",
+    "self_attn.to_v",
+    "self_attn.to_out",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+    "mlp.down_proj",
+)
 
 
 def text_tower_modules(layer: torch.nn.Module) -> list[torch.nn.Module]:

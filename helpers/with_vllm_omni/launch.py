@@ -53,30 +53,50 @@ class ServeOptions:
         return self.tensor_parallel_size * self.cfg_parallel_size * self.ulysses_degree
 
     def check(self) -> None:
-        names = ("gpus", "tensor_parallel_size", "cfg_parallel_size", "ulysses_degree", "hsdp_shard_size",
-                 "vae_patch_parallel_size")  # fmt: skip
+        names = (
+            "gpus",
+            "tensor_parallel_size",
+            "cfg_parallel_size",
+            "ulysses_degree",
+            "hsdp_shard_size",
+            "vae_patch_parallel_size",
+        )
         for name in names:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidSettingError(f"{name} must be a whole number of at least 1, got {value!r}.")
         variant = models.variant(self.model)
         problems = [
-            (self.cfg_parallel_size > 2, f"cfg_parallel_size={self.cfg_parallel_size}: classifier-free guidance has "
-             "two passes (conditional and unconditional), so use 1 or 2."),
-            (self.world_size > self.gpus, f"The parallel degrees need {self.world_size} GPUs (tensor "
-             f"{self.tensor_parallel_size} x CFG {self.cfg_parallel_size} x Ulysses {self.ulysses_degree}) but "
-             f"gpus={self.gpus}. Lower a degree or give more GPUs."),
-            (max(self.hsdp_shard_size, self.vae_patch_parallel_size) > self.gpus,
-             f"Sharding over more GPUs than gpus={self.gpus} is not possible; lower it."),
-            (self.hsdp_shard_size > 1 and self.tensor_parallel_size > 1,
-             "HSDP weight sharding cannot be combined with tensor parallelism: use one."),
-            (variant is not None and variant.fixed_steps is not None and self.cfg_parallel_size > 1,
-             f"{self.model_id} is distilled (no guidance pass): set cfg_parallel_size=1."),
+            (
+                self.cfg_parallel_size > 2,
+                f"cfg_parallel_size={self.cfg_parallel_size}: classifier-free guidance has "
+                "two passes (conditional and unconditional), so use 1 or 2.",
+            ),
+            (
+                self.world_size > self.gpus,
+                f"The parallel degrees need {self.world_size} GPUs (tensor "
+                f"{self.tensor_parallel_size} x CFG {self.cfg_parallel_size} x Ulysses {self.ulysses_degree}) but "
+                f"gpus={self.gpus}. Lower a degree or give more GPUs.",
+            ),
+            (
+                max(self.hsdp_shard_size, self.vae_patch_parallel_size) > self.gpus,
+                f"Sharding over more GPUs than gpus={self.gpus} is not possible; lower it.",
+            ),
+            (
+                self.hsdp_shard_size > 1 and self.tensor_parallel_size > 1,
+                "HSDP weight sharding cannot be combined with tensor parallelism: use one.",
+            ),
+            (
+                variant is not None and variant.fixed_steps is not None and self.cfg_parallel_size > 1,
+                f"{self.model_id} is distilled (no guidance pass): set cfg_parallel_size=1.",
+            ),
             (not 1 <= self.port <= 65535, f"port={self.port} is not a TCP port (1-65535)."),
-            (self.speed not in SPEED_FLAGS,
-             f"SPEED={self.speed!r} is not allowed. Allowed values: {', '.join(map(repr, SPEED_FLAGS))}."),
+            (
+                self.speed not in SPEED_FLAGS,
+                f"SPEED={self.speed!r} is not allowed. Allowed values: {', '.join(map(repr, SPEED_FLAGS))}.",
+            ),
             (self.init_timeout_s < 1, f"init_timeout_s={self.init_timeout_s} must be positive (recipes use 1800)."),
-        ]  # fmt: skip
+        ]
         for failed, message in problems:
             if failed:
                 raise InvalidSettingError(message)
@@ -136,15 +156,21 @@ def docker_args(
     options.check()
     devices = ",".join(str(i) for i in range(options.gpus))
     return [
-        "docker", "run", "--rm",
-        "--gpus", f'"device={devices}"',
+        "docker",
+        "run",
+        "--rm",
+        "--gpus",
+        f'"device={devices}"',
         "--ipc=host",
-        "-p", f"{options.port}:{options.port}",
-        "-v", f"{Path(hf_cache).expanduser()}:/root/.cache/huggingface",
-        "-e", "HF_TOKEN",
+        "-p",
+        f"{options.port}:{options.port}",
+        "-v",
+        f"{Path(hf_cache).expanduser()}:/root/.cache/huggingface",
+        "-e",
+        "HF_TOKEN",
         image,
         *serve_args(options),
-    ]  # fmt: skip
+    ]
 
 
 def as_shell(args: list[str]) -> str:

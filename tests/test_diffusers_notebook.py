@@ -96,7 +96,7 @@ def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
         ({"TIER": "1080p"}, "Unknown resolution tier '1080p'. Allowed tiers: '256p', '480p', '720p'"),
         ({"VIDEO": __file__}, "VIDEO="),  # not a video: named before the model loads
         ({"FIRST_LAST": "only-one.png"}, "FIRST_LAST='only-one.png' must name two images"),
-        ({"MODEL": "/no/such/checkpoint", "GUARDRAILS": "auto"}, "Could not load MODEL='/no/such/checkpoint'"),
+        ({"MODEL": "/no/such/checkpoint", "GUARDRAILS": "auto"}, "MODEL='/no/such/checkpoint' is written as a path"),
     ],
 )
 def test_bad_parameters_stop_the_notebook_with_a_clear_message_and_write_nothing(tmp_path, parameters, message):

@@ -148,15 +148,17 @@ def test_the_published_scheduler_ignores_the_flow_shift_and_the_cookbooks_line_a
     `from_config(..., flow_shift=s)` gives the same sigmas for every shift."""
     from diffusers import UniPCMultistepScheduler
 
-    pipe, _ = tiny_pipe
-    assert pipe.scheduler.config.use_karras_sigmas
+    pipe, checkpoint = tiny_pipe
+    published = UniPCMultistepScheduler.from_pretrained(checkpoint.path, subfolder="scheduler")
+    assert published.config.use_karras_sigmas
 
     def sigmas(scheduler):
         scheduler.set_timesteps(35)
         return scheduler.sigmas[:3].tolist()
 
-    plain = [sigmas(UniPCMultistepScheduler.from_config(pipe.scheduler.config, flow_shift=s)) for s in (3, 10, 30)]
+    plain = [sigmas(UniPCMultistepScheduler.from_config(published.config, flow_shift=s)) for s in (3, 10, 30)]
     assert plain[0] == plain[1] == plain[2]
+    pipe.scheduler = published
     shifted = {s: sigmas(pipelines.scheduler_for(pipe, s)) for s in (3.0, 10.0, 30.0)}
     assert len({tuple(v) for v in shifted.values()}) == 3
 

@@ -1,12 +1,13 @@
 """Random-weight Cosmos 3 checkpoints, built offline from the real diffusers classes.
 
-The cookbook must run where no weights can be downloaded (CI, laptops, workshops, a GPU runner). Two sizes:
+The cookbook must run where no weights can be downloaded (CI, laptops, workshops, a GPU runner). Every one copies
+the published checkpoints' configuration in everything but size (`published.json` holds it, with its sources):
 
-- `tiny`: a sound-capable `Cosmos3OmniPipeline` whose components are the real classes at toy sizes (about 2 MB),
-  for CPUs;
-- `nano-random`: Cosmos 3 Nano's own architecture (`Cosmos3OmniTransformer()` defaults, 15.2 B parameters, and the
-  real-size Wan 2.2 VAE) with the exact Qwen tokenizer, built on a GPU in bf16 (about 31 GB), for real speed and
-  memory.
+- `tiny`: Nano's `Cosmos3OmniPipeline`, sound and action heads included, whose components are the real classes at
+  toy sizes (a few MB), for CPUs; `tiny-edge`, `tiny-nosound` and `tiny-distilled` are the published variants that
+  behave differently, at the same size;
+- `nano-random`: Cosmos 3 Nano's own architecture (15.2 B parameters, and the real-size Wan 2.2 VAE) with the exact
+  Qwen tokenizer, built on a GPU in bf16 (about 31 GB), for real speed and memory.
 
 Each is built once, saved with `save_pretrained` into the cookbook's cache and handed back as a folder, so it is
 loaded through the same `from_pretrained` path as real weights. Building is deterministic; the outputs are noise,
@@ -121,9 +122,9 @@ def _wrap_tokenizer(backend):
 def _scheduler(variant: str | None):
     from diffusers import FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler
 
-    fields = (published()["variants"].get(variant) or {}).get("scheduler")
     if variant != "distilled":
         return UniPCMultistepScheduler(**config_for("scheduler", variant, {}))
+    fields = published()["variants"]["distilled"]["scheduler"]
     # The distilled list rides in the config as the converter writes it; diffusers keeps fields it does not read.
     extra = {k: fields[k] for k in ("fixed_step_sampler_config", "fixed_step_requires_explicit_sigmas")}
     scheduler = FlowMatchEulerDiscreteScheduler(**{k: v for k, v in fields.items() if k not in extra})
@@ -143,7 +144,7 @@ def _assemble(
         **(published()["variants"].get(variant) or {}).get("pipeline", {}),
         **overrides,
     }
-    pipe = Cosmos3OmniPipeline(
+    return Cosmos3OmniPipeline(
         transformer=transformer,
         text_tokenizer=tokenizer,
         vae=vae,
@@ -155,8 +156,6 @@ def _assemble(
         default_use_system_prompt=fields["default_use_system_prompt"],
         use_native_flow_schedule=fields["use_native_flow_schedule"],
     )
-    pipe._cookbook_variant = variant
-    return pipe
 
 
 def _has_sound(variant: str | None) -> bool:
@@ -164,8 +163,8 @@ def _has_sound(variant: str | None) -> bool:
 
 
 def build_tiny_pipeline(variant: str | None = None) -> Cosmos3OmniPipeline:
-    """A published variant's Cosmos 3 pipeline (None: Nano, sound-capable) with toy-sized random weights
-    (deterministic)."""
+    """A published variant's Cosmos 3 pipeline (None: Nano, with sound and action heads) with toy-sized random
+    weights (deterministic)."""
     import torch
     from diffusers import AutoencoderKLWan
     from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
@@ -302,12 +301,11 @@ def build_nano_pipeline(
     )
 
 
-def save_checkpoint(pipe: Cosmos3OmniPipeline, folder: Path) -> None:
+def save_checkpoint(pipe: Cosmos3OmniPipeline, folder: Path, variant: str | None = None) -> None:
     """`save_pretrained`, then what the published checkpoints carry beyond it: `enable_safety_checker: true` in
     model_index.json, a variant's fields for other runtimes (Edge's `backbone_type`, which vLLM-Omni reads), and the
     modular pipeline's index."""
     pipe.save_pretrained(folder)
-    variant = getattr(pipe, "_cookbook_variant", None)
     extra = published()["variants"].get(variant) or {}
     index = _update_json(
         folder / "model_index.json",
@@ -345,7 +343,7 @@ def modular_index(index: dict[str, Any], variant: str | None) -> dict[str, Any]:
     return modular
 
 
-def _ensure(name: str, build, root: Path | None) -> Path:
+def _ensure(name: str, build, root: Path | None, variant: str | None = None) -> Path:
     """The folder of a built checkpoint: built and saved on first use, reused afterwards.
 
     The folder appears atomically (built in a temporary folder, then renamed), so concurrent callers such as a
@@ -358,7 +356,7 @@ def _ensure(name: str, build, root: Path | None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
-        save_checkpoint(build(), staging)
+        save_checkpoint(build(), staging, variant)
         try:
             staging.rename(target)
         except OSError:
@@ -375,7 +373,7 @@ def ensure_tiny_checkpoint(root: Path | None = None, variant: str = TINY_MODEL_N
     second the first time."""
     if variant not in TINY_VARIANTS:
         raise ValueError(f"Unknown tiny checkpoint {variant!r}; the tiny ones are {', '.join(TINY_VARIANTS)}.")
-    return _ensure(variant, lambda: build_tiny_pipeline(TINY_VARIANTS[variant]), root)
+    return _ensure(variant, lambda: build_tiny_pipeline(TINY_VARIANTS[variant]), root, TINY_VARIANTS[variant])
 
 
 def _check_room_for_nano(device: Any) -> None:

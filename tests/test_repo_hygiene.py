@@ -78,3 +78,15 @@ def test_committed_files_carry_no_machine_paths():
             if MACHINE_PATH.search(line)
         ]
     assert not found, "replace these with paths relative to the repository:\n" + "\n".join(found[:20])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_notebook_opens_short_and_links_no_measurement_files(path):
+    """What a reader meets before the parameters is a few hundred words: what Cosmos 3 is, what the notebook teaches,
+    what it needs, and the no-GPU way in; measurements live in docs/performance.md, not in the lesson."""
+    cells = json.loads(path.read_text())["cells"]
+    first_code = next(i for i, c in enumerate(cells) if c["cell_type"] == "code")
+    opening = " ".join("".join(c["source"]) for c in cells[:first_code] if c["cell_type"] == "markdown")
+    assert len(re.findall(r"[A-Za-z0-9_`'-]+", opening)) <= 320
+    assert "scripts/demo.sh" in opening and "Workshops" in opening
+    assert not [c for c in cells if "benchmarks/results" in "".join(c["source"])]

@@ -2,7 +2,7 @@
 
 A request over a limit is a 400 that names the limit and the server flag that raises it, answered at the form stage,
 so one careless or hostile client cannot exhaust the memory or hold the only generator of a shared server. The
-defaults admit everything the cookbook itself asks of a real checkpoint (up to 720p, 297 frames); a CPU server for
+defaults admit everything the cookbook itself asks of a real checkpoint (up to 720p, 397 frames at 256p); a CPU server for
 a room may want lower ones.
 """
 
@@ -16,9 +16,10 @@ from fastapi import HTTPException
 MIB = 1024 * 1024
 # vLLM-Omni's own --max-generated-image-size default (7680·4320, 8K UHD).
 MAX_IMAGE_PIXELS = 7680 * 4320
-# The cookbook's largest video: 720p at 297 frames (the longest 4k+1 clip its presets allow).
+# Room for the cookbook's largest videos: 720p at up to 297 frames, and the longest 4k+1 clip its presets allow at
+# any tier (NVIDIA's caps: 397 at 256p, 297 at 480p, 197 at 720p).
 MAX_VIDEO_PIXEL_FRAMES = 1280 * 720 * 297
-MAX_NUM_FRAMES = 297
+MAX_NUM_FRAMES = 397
 MAX_SOUND_DURATION_S = 60.0
 MAX_REQUEST_BYTES = 128 * MIB
 # Far larger frame rates overflow the MP4 encoder's integer time base; no video needs more than this.

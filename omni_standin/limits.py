@@ -2,8 +2,8 @@
 
 A request over a limit is a 400 that names the limit and the server flag that raises it, answered at the form stage,
 so one careless or hostile client cannot exhaust the memory or hold the only generator of a shared server. The
-defaults admit everything the cookbook itself asks of a real checkpoint (up to 720p, 397 frames at 256p); a CPU server for
-a room may want lower ones.
+defaults admit everything the cookbook itself asks of a real checkpoint (up to 720p, 397 frames at 256p); a CPU
+server for a room may want lower ones.
 """
 
 from __future__ import annotations

@@ -42,16 +42,16 @@ def _check_component(config: dict, component: str, variant: str | None) -> None:
 
     section = tiny_checkpoint.published()[component]
     sizes = {name.partition(".")[0] for name in section["size"]} | {"rope_axes_dim"}  # derived from mrope_section
-    for name, value in _expected(component, variant).items():
+    expected = _expected(component, variant)
+    for name, value in expected.items():
         if name == "rope_scaling":  # its mrope_section is a size
             value = {**value, "mrope_section": config[name]["mrope_section"]}
         assert config[name] == value, f"{component}.{name}: saved {config[name]!r}, published {value!r}"
-    section = {**section, "fixed": _expected(component, variant)}
     defaults = {
         name: p.default
         for name, p in inspect.signature(getattr(diffusers, section["class_name"]).__init__).parameters.items()
     }
-    for name in set(config) - BOOKKEEPING - set(section["fixed"]) - sizes:
+    for name in set(config) - BOOKKEEPING - set(expected) - sizes:
         default = defaults[name]
         want = list(default) if isinstance(default, tuple) else default
         assert config[name] == want, f"{component}.{name}: saved {config[name]!r}, the class default is {want!r}"

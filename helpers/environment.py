@@ -7,7 +7,7 @@ import platform
 from importlib import metadata
 from typing import Any
 
-PACKAGES = ("torch", "diffusers", "transformers", "av", "httpx", "openai", "fastapi")
+PACKAGES = ("torch", "diffusers", "transformers", "av", "httpx", "openai")
 
 
 def versions() -> dict[str, str]:

@@ -10,7 +10,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from omni_standin.launcher import LocalServer
+from helpers.with_vllm_omni.local_server import LocalServer
+
+# The session server asks for a key, as a shared server should; every test that talks to it sends this one.
+SERVER_KEY = "cookbook-test-key"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -31,14 +34,17 @@ def tiny_pipe(_isolated_cache: Path):
     return pipe, info
 
 
-@pytest.fixture(scope="module")
-def server(_isolated_cache: Path) -> Iterator[LocalServer]:
-    """A stand-in server on the tiny checkpoint, one per test module (a module may override it)."""
-    with LocalServer.start("tiny", device="cpu") as running:
+@pytest.fixture(scope="session")
+def omni_server(_isolated_cache: Path) -> Iterator[LocalServer]:
+    """The real vLLM-Omni server (`vllm serve <tiny> --omni`) on the tiny checkpoint, started once per test session
+    the way the notebook starts it. The first session on a machine also installs the server's environment (about
+    10 minutes); later ones reuse it and are ready in about half a minute."""
+    with LocalServer.start("tiny", api_key=SERVER_KEY, flags=["--no-guardrails"], progress=False) as running:
         yield running
 
 
-@pytest.fixture(scope="module")
-def http(server: LocalServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=120) as client:
+@pytest.fixture(scope="session")
+def http(omni_server: LocalServer) -> Iterator[httpx.Client]:
+    headers = {"Authorization": f"Bearer {SERVER_KEY}"}
+    with httpx.Client(base_url=omni_server.base_url, headers=headers, timeout=300) as client:
         yield client

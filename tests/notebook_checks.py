@@ -86,11 +86,21 @@ def check_run(
     return manifest
 
 
-def frame_difference(a: np.ndarray, b: np.ndarray) -> float:
-    """Largest absolute difference between two decoded frame stacks, in 0-255 units (shapes must match)."""
+def _absolute_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     left, right = np.asarray(a, dtype=np.int16), np.asarray(b, dtype=np.int16)
     assert left.shape == right.shape, f"frame stacks differ in shape: {left.shape} vs {right.shape}"
-    return float(np.abs(left - right).max()) if left.size else 0.0
+    return np.abs(left - right)
+
+
+def frame_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest absolute difference between two decoded frame stacks, in 0-255 units (shapes must match)."""
+    difference = _absolute_difference(a, b)
+    return float(difference.max()) if difference.size else 0.0
+
+
+def mean_frame_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean absolute difference between two decoded frame stacks, in 0-255 units (shapes must match)."""
+    return float(_absolute_difference(a, b).mean())
 
 
 def error_outputs(executed: Path) -> list[str]:

@@ -1,5 +1,5 @@
 """The two video-conditioned modes added to the pair: fl2v keeps the first and the last latent frame clean, v2v_sound
-continues a clip with sound, and the stand-in reads a first-and-last request the way vLLM-Omni's recipe sends it.
+continues a clip with sound (tests/test_vllm_notebook.py sends both to the real vLLM-Omni server).
 
 With random weights the VAE does not reproduce its input (on the tiny checkpoint the reconstructions of the two
 bundled frames differ by less than 30 levels everywhere), so what can be proved is at the latent level: the clean
@@ -8,9 +8,7 @@ latent frames are exactly the encodings of the two images, whatever the seed, an
 
 from __future__ import annotations
 
-import asyncio
 import io
-import json
 
 import numpy as np
 import pytest
@@ -74,35 +72,6 @@ def test_video_to_video_with_sound_continues_the_clip_and_makes_sound(tiny_pipe)
     out = pipelines.generate(pipe, "a ball", s, video=media.load_video(prompts.conditioning("v2v_sound")))
     assert s.enable_sound and out.sound is not None and out.sound.shape[0] == 2
     assert np.asarray(out.video).shape == (17, 96, 160, 3)
-
-
-def _served(upload, scratch):
-    """A parsed form as the stand-in's routes turn it into a pipeline request: references decoded, then the rest."""
-    from omni_standin.forms import DEFAULT_LIMITS
-    from omni_standin.references import FetchPolicy
-
-    image, video = asyncio.run(upload.conditioning(DEFAULT_LIMITS, FetchPolicy(), scratch))
-    return upload.generation_request(None, DEFAULT_LIMITS, image, video)
-
-
-def test_the_stand_in_reads_a_first_and_last_request_as_vllm_omni_does(tmp_path) -> None:
-    from helpers.with_vllm_omni import api
-    from omni_standin.forms import VideoRequest, VideoUpload
-
-    s = presets.settings_for("fl2v", "smoke", seed=4)
-    request = backends.build_request("fl2v", s)
-    clip = media.lossless_clip(backends.first_and_last_frames(request), s.fps)
-    fields = api.video_fields(s, "", {"condition_frame_indexes_vision": list(s.condition_frame_indexes)})
-    form = VideoRequest(prompt=request.prompt, **{**fields, "extra_params": json.loads(fields["extra_params"])})
-    served = _served(VideoUpload(form, clip, None, None), tmp_path)
-    assert served.settings.mode == "fl2v" and served.condition_frame_indexes == (0, 4)
-    assert len(served.video) == 2  # the frames the kept latents cover: here the whole two-frame clip
-    # A plain clip keeps vLLM-Omni's default: its first two latent frames, from the first 5 of its pictures.
-    video = media.lossless_clip(
-        [media.fit_frame(f, 160, 96) for f in media.load_video(prompts.conditioning("v2v"))], 24
-    )
-    plain = _served(VideoUpload(VideoRequest(prompt="x", **api.video_fields(s)), video, None, None), tmp_path)
-    assert plain.settings.mode == "v2v" and plain.condition_frame_indexes == (0, 1) and len(plain.video) == 5
 
 
 def test_the_estimate_at_the_last_step_decodes_to_the_output(tiny_pipe) -> None:

@@ -16,7 +16,8 @@ from cookbook_ui.form import GenerationForm
 from helpers import media, presets
 from helpers.errors import InvalidSettingError, MediaError
 from helpers.runs import Run
-from omni_standin.launcher import LocalServer
+from helpers.with_vllm_omni.local_server import LocalServer
+from tests.conftest import SERVER_KEY
 from tests.notebook_checks import frame_difference
 
 NOW = datetime(2026, 1, 1)
@@ -30,11 +31,9 @@ def diffusers_form(tiny_pipe, tmp_path: Path) -> GenerationForm:
 
 
 @pytest.fixture(scope="module")
-def omni_client(_isolated_cache: Path) -> Iterator[openai.OpenAI]:
-    with LocalServer.start("tiny", device="cpu") as server:
-        client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="EMPTY", max_retries=0)
+def omni_client(omni_server: LocalServer) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{omni_server.base_url}/v1", api_key=SERVER_KEY, max_retries=0) as client:
         yield client
-        client.close()
 
 
 def _check_video(form: GenerationForm, frames: int, sound: bool) -> None:

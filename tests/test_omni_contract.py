@@ -22,15 +22,18 @@ from PIL import Image
 
 from helpers import media, prompts
 from helpers.with_vllm_omni.api import MULTIPART
-from omni_standin.launcher import LocalServer
+from helpers.with_vllm_omni.local_server import LocalServer
+from tests.conftest import SERVER_KEY
 
 SMALL = {"size": "64x64", "num_frames": "5", "fps": "24", "num_inference_steps": "1", "guidance_scale": "1.0"}
 SMALL_IMAGE = {"size": "64x64", "num_inference_steps": 1, "guidance_scale": 1.0, "seed": 3}
+# The form accepts any negative_metadata_mode; Cosmos 3's pipeline refuses this one once generation starts.
+PIPELINE_ERROR = {"extra_params": json.dumps({"negative_metadata_mode": "sideways"})}
 
 
 @pytest.fixture(scope="module")
-def sdk(server: LocalServer) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="EMPTY", max_retries=0) as client:
+def sdk(omni_server: LocalServer) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{omni_server.base_url}/v1", api_key=SERVER_KEY, max_retries=0) as client:
         yield client
 
 
@@ -82,7 +85,8 @@ def test_health_and_models_have_the_vllm_shapes(http: httpx.Client) -> None:
     models = http.get("/v1/models").json()
     assert models["object"] == "list" and len(models["data"]) == 1
     card = models["data"][0]
-    assert card["id"] == card["root"] == "tiny" and card["object"] == "model" and card["owned_by"] == "vllm"
+    assert card["id"] == "tiny" and card["object"] == "model" and card["owned_by"] == "vllm"
+    assert Path(card["root"], "model_index.json").is_file()  # the folder given to `vllm serve`, not the served name
     assert card["parent"] is None and card["max_model_len"] is None
     assert card["permission"][0]["object"] == "model_permission" and card["permission"][0]["allow_sampling"] is True
 
@@ -301,9 +305,10 @@ def test_an_oversize_text_part_gets_starlettes_unwrapped_detail(http: httpx.Clie
 
 
 def test_a_pipeline_error_is_500_on_sync(http: httpx.Client) -> None:
-    # 72 is not a multiple of 16: the form accepts it, the pipeline refuses it.
-    response = http.post("/v1/videos/sync", data={"prompt": "x", **SMALL, "size": "72x72"})
-    assert_envelope(response, 500, "Internal Server Error", None, "Video generation failed:")
+    response = http.post("/v1/videos/sync", data={"prompt": "x", **SMALL, **PIPELINE_ERROR})
+    assert_envelope(
+        response, 500, "Internal Server Error", None, "Video generation failed: Cosmos3 negative_metadata_mode must be"
+    )
 
 
 # --- asynchronous jobs -----------------------------------------------------------------------------------------
@@ -334,7 +339,7 @@ def test_job_lifecycle_create_poll_content_list_delete(http: httpx.Client, tmp_p
 
 
 def test_a_failed_job_answers_with_its_error_code_and_content_is_422(http: httpx.Client) -> None:
-    job = http.post("/v1/videos", data={"prompt": "x", **SMALL, "size": "72x72"}).json()
+    job = http.post("/v1/videos", data={"prompt": "x", **SMALL, **PIPELINE_ERROR}).json()
     failed = wait_done(http, job["id"])
     assert failed.status_code == 500
     body = failed.json()
@@ -383,11 +388,13 @@ def test_a_queued_job_has_no_content_yet_and_can_be_deleted(http: httpx.Client) 
 
 
 def test_list_paging_and_its_limits(http: httpx.Client) -> None:
-    ids = [http.post("/v1/videos", data={"prompt": "x", **SMALL, "size": "72x72"}).json()["id"] for _ in range(2)]
+    ids = [http.post("/v1/videos", data={"prompt": "x", **SMALL, **PIPELINE_ERROR}).json()["id"] for _ in range(2)]
     for job_id in ids:
         wait_done(http, job_id)
-    newest_first = [j["id"] for j in http.get("/v1/videos").json()["data"]]
-    assert newest_first.index(ids[1]) < newest_first.index(ids[0])
+    listed = http.get("/v1/videos").json()["data"]
+    assert set(ids) <= {j["id"] for j in listed}
+    # Newest first by `created_at`, which counts whole seconds: jobs of the same second keep the order they came in.
+    assert [j["created_at"] for j in listed] == sorted((j["created_at"] for j in listed), reverse=True)
     page = http.get("/v1/videos", params={"limit": 0}).json()
     assert page["data"] == [] and page["has_more"] is True
     assert http.get("/v1/videos", params={"after": "video_gen_unknown"}).json()["data"] == []
@@ -438,8 +445,8 @@ def test_sdk_raises_for_a_failed_job_with_the_jobs_error(sdk: openai.OpenAI) -> 
     job = sdk.videos.create(
         model="tiny",
         prompt="x",
-        size="72x72",
-        extra_body={"num_frames": "5", "num_inference_steps": "1"},
+        size="64x64",
+        extra_body={"num_frames": "5", "num_inference_steps": "1", **PIPELINE_ERROR},
         extra_headers=MULTIPART,
     )
     deadline = time.monotonic() + 60

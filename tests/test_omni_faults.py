@@ -1,12 +1,13 @@
-"""Concurrency, authentication and failure behaviour of the stand-in server and the client side, over real HTTP."""
+"""The real vLLM-Omni server as the notebook starts and uses it: authentication, concurrency, and every way it can
+fail to start or die, each reported with the exit status, the end of its log, the command and the fix."""
 
 from __future__ import annotations
 
 import json
 import signal
+import socket
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -14,11 +15,19 @@ import httpx
 import pytest
 
 from helpers import media, presets, runs
-from helpers.with_vllm_omni import api
+from helpers.errors import CookbookError
+from helpers.with_vllm_omni import api, serve
 from helpers.with_vllm_omni.api import OmniAPIError, ServerUnavailableError
-from omni_standin.launcher import LocalServer, free_port
+from helpers.with_vllm_omni.local_server import (
+    Endpoint,
+    LocalServer,
+    ServerExitedError,
+    ServerStartError,
+    free_port,
+    server_flags,
+)
+from tests.conftest import SERVER_KEY
 
-KEY = "test-key"
 SMALL = presets.settings_for(
     "t2v", "smoke", width=64, height=64, num_frames=5, num_inference_steps=1, guidance_scale=1.0
 )
@@ -28,36 +37,28 @@ def sync_video(http: httpx.Client, prompt: str, settings: presets.GenerationSett
     return http.post("/v1/videos/sync", data={"model": "tiny", "prompt": prompt, **api.video_fields(settings)})
 
 
-@pytest.fixture(scope="module")
-def server(_isolated_cache: Path) -> Iterator[LocalServer]:
-    with LocalServer.start("tiny", device="cpu", api_key=KEY) as running:
-        yield running
-
-
-def test_api_key_guards_v1_but_not_health(server: LocalServer) -> None:
-    assert httpx.get(f"{server.base_url}/health").status_code == 200
+def test_api_key_guards_v1_but_not_health(omni_server: LocalServer) -> None:
+    assert httpx.get(f"{omni_server.base_url}/health").status_code == 200
     for headers in ({}, {"Authorization": "Bearer wrong"}):
-        response = httpx.get(f"{server.base_url}/v1/models", headers=headers)
-        assert (response.status_code, response.json()) == (401, {"error": "Unauthorized"})
-    with pytest.raises(OmniAPIError, match="requires an API key") as err:
-        api.wait_for_server(server.base_url, deadline_s=5)
-    assert err.value.status == 401
-    assert api.wait_for_server(server.base_url, deadline_s=5, api_key=KEY) == ["tiny"]
+        response = httpx.get(f"{omni_server.base_url}/v1/models", headers=headers)
+        assert response.status_code == 401, response.text
+    with pytest.raises(OmniAPIError, match="requires an API key"):
+        api.wait_for_server(omni_server.base_url, deadline_s=5)
+    assert api.wait_for_server(omni_server.base_url, deadline_s=5, api_key=SERVER_KEY) == ["tiny"]
 
 
-def test_eight_concurrent_requests_all_complete_with_valid_media(server: LocalServer, tmp_path: Path) -> None:
-    with api.http_client(server.base_url, api_key=KEY) as http, ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(lambda i: sync_video(http, f"clip {i}", SMALL), range(8)))
-    assert len({r.headers["X-Request-Id"] for r in results}) == 8
-    for i, result in enumerate(results):
-        path = tmp_path / f"{i}.mp4"
-        path.write_bytes(result.content)
+def test_eight_concurrent_requests_all_complete_with_valid_media(omni_server: LocalServer, tmp_path: Path) -> None:
+    with api.http_client(omni_server.base_url, api_key=SERVER_KEY) as http, ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda i: sync_video(http, f"ball {i}", SMALL), range(8)))
+    for index, answer in enumerate(answers):
+        path = tmp_path / f"{index}.mp4"
+        path.write_bytes(answer.content)
         info = media.probe(path)
-        assert (info.codec, info.width, info.height, info.num_frames) == ("h264", 64, 64, 5)
+        assert (info.width, info.height, info.num_frames, info.codec) == (64, 64, 5, "h264")
 
 
-def test_same_seed_gives_the_same_video_twice(server: LocalServer) -> None:
-    with api.http_client(server.base_url, api_key=KEY) as http:
+def test_same_seed_gives_the_same_video_twice(omni_server: LocalServer) -> None:
+    with api.http_client(omni_server.base_url, api_key=SERVER_KEY) as http:
         first, second = (sync_video(http, "same", SMALL).content for _ in range(2))
     assert first == second
 
@@ -66,54 +67,107 @@ def test_waiting_for_a_server_that_is_not_there_says_how_to_start_one() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ServerUnavailableError) as err:
         api.wait_for_server(url, deadline_s=0.5, poll_s=0.1)
-    assert "python -m omni_standin tiny" in str(err.value) and "vllm serve nvidia/Cosmos3-Nano --omni" in str(err.value)
+    assert "bash scripts/serve_vllm_omni.sh MODEL --port 8000" in str(err.value) and "BASE_URL='auto'" in str(err.value)
 
 
-def test_an_error_answer_raises_with_the_servers_message_and_parameter(server: LocalServer) -> None:
-    with api.http_client(server.base_url, api_key=KEY) as http, pytest.raises(OmniAPIError) as err:
+def test_an_error_answer_raises_with_the_servers_message_and_parameter(omni_server: LocalServer) -> None:
+    with api.http_client(omni_server.base_url, api_key=SERVER_KEY) as http, pytest.raises(OmniAPIError) as err:
         http.post("/v1/videos/sync", data={"model": "tiny", "prompt": "x", "size": "big"})
     assert err.value.status == 400 and err.value.param == "body.size" and "validation error" in err.value.message
 
 
-def test_a_server_killed_mid_request_leaves_earlier_outputs_intact(_isolated_cache: Path, tmp_path: Path) -> None:
+def test_a_client_that_hangs_up_mid_generation_leaves_the_server_serving(omni_server: LocalServer) -> None:
+    slow = {"prompt": "slow", "size": "256x256", "num_inference_steps": 60, "guidance_scale": 7.0, "seed": 1}
+    headers = {"Authorization": f"Bearer {SERVER_KEY}"}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{omni_server.base_url}/v1/images/generations", json=slow, headers=headers, timeout=1.0)
+    quick = {**slow, "size": "64x64", "num_inference_steps": 1}
+    response = httpx.post(f"{omni_server.base_url}/v1/images/generations", json=quick, headers=headers, timeout=120)
+    assert response.status_code == 200 and response.json()["data"][0]["b64_json"]
+
+
+def test_a_server_that_dies_mid_request_fails_the_waiting_call_with_its_exit_status(
+    _isolated_cache: Path, tmp_path: Path
+) -> None:
+    """What a notebook cell waiting on `/v1/videos/sync` meets when the server is killed: an error naming the exit
+    status (not a bare "connection error"), and the run's earlier files untouched."""
     run = runs.Run.create(tmp_path, backend="vllm_omni", model="tiny")
-    slow = presets.settings_for("t2v", "smoke", num_inference_steps=60)
-    with LocalServer.start("tiny", device="cpu") as doomed, api.http_client(doomed.base_url) as http:
-        with run.generation(SMALL) as gen:
-            gen.save_bytes(sync_video(http, "before", SMALL).content, ".mp4")
-        saved = (run.path / "t2v.mp4").read_bytes()
-        failure: list[BaseException] = []
+    slow = presets.settings_for("t2v", "smoke", num_inference_steps=200)
+    with LocalServer.start("tiny", flags=["--no-guardrails"], progress=False) as doomed:
+        endpoint = Endpoint(doomed.base_url, None, doomed)
+        with api.http_client(doomed.base_url, transport=endpoint.transport()) as http:
+            with run.generation(SMALL) as gen:
+                gen.save_bytes(sync_video(http, "before", SMALL).content, ".mp4")
+            saved = (run.path / "t2v.mp4").read_bytes()
+            failure: list[BaseException] = []
 
-        def request() -> None:
-            try:
-                sync_video(http, "during", slow)
-            except BaseException as exc:  # noqa: BLE001 - the assertion below inspects it
-                failure.append(exc)
+            def request() -> None:
+                try:
+                    sync_video(http, "during", slow)
+                except BaseException as exc:  # noqa: BLE001 - the assertion below inspects it
+                    failure.append(exc)
 
-        worker = threading.Thread(target=request)
-        worker.start()
-        deadline = 30.0
-        while "POST /v1/videos/sync" not in doomed.log_text().split("before")[-1] and deadline > 0:
-            worker.join(0.2)
-            deadline -= 0.2
-        doomed.process.send_signal(signal.SIGKILL)
-        worker.join(30)
-    assert len(failure) == 1 and isinstance(failure[0], httpx.TransportError), failure
+            worker = threading.Thread(target=request)
+            worker.start()
+            time.sleep(2.0)  # the request is being generated: 200 steps take far longer
+            doomed.process.send_signal(signal.SIGKILL)
+            worker.join(60)
+    assert len(failure) == 1 and isinstance(failure[0], ServerExitedError), failure
+    assert f"exited with status {-signal.SIGKILL}" in str(failure[0]) and "Command:" in str(failure[0])
     assert (run.path / "t2v.mp4").read_bytes() == saved
     manifest = json.loads((run.path / runs.MANIFEST_NAME).read_text())
     assert [o["path"] for o in manifest["outputs"]] == ["t2v.mp4"] and media.probe(run.path / "t2v.mp4").num_frames == 5
 
 
-def test_a_client_that_hangs_up_cancels_its_image_generation(server: LocalServer) -> None:
-    """As vLLM-Omni's images route: the abandoned generation stops at its next step instead of finishing."""
-    slow = {"prompt": "slow", "size": "512x512", "num_inference_steps": 200, "guidance_scale": 7.0, "seed": 1}
-    headers = {"Authorization": f"Bearer {KEY}"}
-    with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{server.base_url}/v1/images/generations", json=slow, headers=headers, timeout=1.0)
-    deadline = time.monotonic() + 60
-    while "Image generation cancelled: the client disconnected." not in server.log_text():
-        assert time.monotonic() < deadline, server.log_text()[-2000:]
-        time.sleep(0.2)
-    quick = {**slow, "num_inference_steps": 1}
-    response = httpx.post(f"{server.base_url}/v1/images/generations", json=quick, headers=headers, timeout=60)
-    assert response.status_code == 200 and response.json()["data"][0]["b64_json"]
+def test_a_port_in_use_fails_at_once_naming_the_port_and_the_fix(_isolated_cache: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(ServerStartError) as err:
+            LocalServer.start("tiny", port=port, progress=False)
+    assert time.monotonic() - started < 60  # before any model is built or environment checked
+    message = str(err.value)
+    assert "exited with status 2" in message and f"Port {port} on 127.0.0.1 is in use" in message
+    assert f"--port {port + 1}" in message and "Command:" in message and "Fix:" in message
+
+
+def test_a_model_that_is_not_there_fails_before_the_server_starts(tmp_path: Path) -> None:
+    with pytest.raises(ServerStartError) as err:
+        LocalServer.start(str(tmp_path / "no-such-checkpoint"), progress=False)
+    assert "there is no checkpoint at" in str(err.value) and "MODEL=tiny" in str(err.value)
+
+
+def test_a_flag_vllm_rejects_ends_the_start_with_the_servers_own_words(omni_server: LocalServer) -> None:
+    with pytest.raises(ServerStartError) as err:
+        LocalServer.start("tiny", flags=["--no-such-flag"], progress=False)
+    message = str(err.value)
+    assert "exited with status" in message and "--no-such-flag" in message and "Last lines of its log" in message
+
+
+def test_a_server_reachable_from_other_machines_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    with pytest.raises(serve.ServeError, match="--api-key"):
+        serve.check_exposure("0.0.0.0", ["--port", "8000"])
+    serve.check_exposure("0.0.0.0", ["--api-key", "secret"])
+    serve.check_exposure("127.0.0.1", [])
+
+
+def test_the_cookbooks_defaults_fill_only_what_the_flags_leave_out(_isolated_cache: Path) -> None:
+    args = serve.command("tiny", ["--port", "9000"], gpu=False)
+    assert args[:2] == ["vllm", "serve"] and args[3] == "--omni" and Path(args[2], "model_index.json").is_file()
+    assert args[4:] == ["--port", "9000", "--host", "127.0.0.1", "--served-model-name", "tiny", "--dtype", "float32"]
+    mine = ["--host", "::1", "--served-model-name", "mine", "--dtype=bfloat16"]
+    assert serve.command("tiny", mine, gpu=False)[4:] == mine
+    assert serve.command("tiny", [], gpu=True)[-2:] == ["--served-model-name", "tiny"]  # a GPU keeps bf16
+    fp8 = serve.command("nvidia/Cosmos3-Nano@fp8", [], gpu=True)
+    assert fp8[2:6] == ["nvidia/Cosmos3-Nano", "--revision", "fp8", "--omni"]
+
+
+def test_the_notebooks_flags_for_a_server_it_starts() -> None:
+    assert server_flags("tiny", "auto", "none") == ["--enforce-eager", "--no-guardrails"]
+    assert server_flags("nvidia/Cosmos3-Nano", "auto", "fast") == []  # real weights keep their guardrails
+    assert server_flags("nvidia/Cosmos3-Nano", "off", "turbo") == ["--cache-backend", "sea_cache", "--no-guardrails"]
+    with pytest.raises(CookbookError, match="SPEED='warp'"):
+        server_flags("tiny", "auto", "warp")

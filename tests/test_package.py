@@ -11,9 +11,9 @@ from pathlib import Path
 import helpers
 
 REPO = Path(__file__).resolve().parent.parent
-# Every importable module of the project's packages; `omni_standin.__main__` starts a server and
-# `parallel_diffusers.__main__` a rank of a parallel run, by design.
-PACKAGES = ("helpers", "cookbook_ui", "random_checkpoints", "omni_standin", "cookbook_tools", "parallel_diffusers")
+# Every importable module of the project's packages; `parallel_diffusers.__main__` runs a rank of a parallel run, by
+# design.
+PACKAGES = ("helpers", "cookbook_ui", "random_checkpoints", "cookbook_tools", "parallel_diffusers")
 
 
 def test_import_helpers_resolves_to_this_repository():

@@ -160,14 +160,3 @@ def test_published_variants_bring_their_defaults_and_limits():
     # Nano keeps the presets as they are; unknown ids and local folders get no variant rules.
     assert presets.settings_for("t2v", "default", model="nvidia/Cosmos3-Nano") == presets.settings_for("t2v")
     assert presets.settings_for("t2v", "default", model="/models/my-finetune") == presets.settings_for("t2v")
-
-
-def test_the_local_servers_default_limits_admit_the_longest_clip_any_tier_allows():
-    from omni_standin import limits
-
-    assert limits.MAX_NUM_FRAMES >= max(presets.TIER_MAX_FRAMES.values())
-    assert all(
-        w * h * presets.TIER_MAX_FRAMES[tier] <= limits.MAX_VIDEO_PIXEL_FRAMES
-        for tier, sizes in presets.SIZES.items()
-        for w, h in sizes.values()
-    )

@@ -1,7 +1,9 @@
-"""run_with_vllm_omni.ipynb end to end on the tiny checkpoint (papermill and nbmake), checked against its twin.
+"""run_with_vllm_omni.ipynb end to end on the tiny checkpoint against the real vLLM-Omni server, checked against
+its twin.
 
-Both notebooks run with MODEL="tiny", PRESET="smoke"; the vLLM-Omni one with BASE_URL="auto", so it starts and
-stops its own local server. Their outputs are decoded and compared file by file.
+Both notebooks run with MODEL="tiny", PRESET="smoke". papermill sends the vLLM-Omni one to the session's server
+(`vllm serve <tiny> --omni`, with an API key); nbmake runs a copy with BASE_URL="auto", so that it starts and stops
+a server of its own as a reader's "Run All" does. Their outputs are decoded and compared file by file.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import sys
 from pathlib import Path
 
 import nbformat
-import numpy as np
 import pytest
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
@@ -22,7 +23,8 @@ from cookbook_tools import notebooks
 from helpers import media
 from helpers.assets import notebook_path
 from helpers.runs import MANIFEST_NAME
-from tests.notebook_checks import ALL_MODES, check_run, frame_difference
+from tests.conftest import SERVER_KEY
+from tests.notebook_checks import ALL_MODES, check_run, mean_frame_difference
 
 NAME = "run_with_vllm_omni.ipynb"
 TWIN = "run_with_diffusers.ipynb"
@@ -37,8 +39,8 @@ def _execute(name: str, out: Path, **parameters: object) -> tuple[Path, dict]:
 
 
 @pytest.fixture(scope="module")
-def vllm_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> tuple[Path, dict]:
-    return _execute(NAME, tmp_path_factory.mktemp("vllm"), BASE_URL="auto")
+def vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server) -> tuple[Path, dict]:
+    return _execute(NAME, tmp_path_factory.mktemp("vllm"), BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +87,7 @@ def test_committed_without_outputs_on_the_python3_kernel() -> None:
     assert code[0].metadata.get("tags") == ["parameters"]
 
 
-def test_papermill_run_writes_every_mode_and_every_file_is_what_the_settings_ask(
+def test_papermill_run_against_the_real_server_writes_every_mode_and_every_file_is_what_the_settings_ask(
     vllm_run: tuple[Path, dict],
 ) -> None:
     # The wall time is measured by benchmarks/notebook_wall_time.py, not asserted here.
@@ -94,29 +96,56 @@ def test_papermill_run_writes_every_mode_and_every_file_is_what_the_settings_ask
     assert rate == 48000 and samples.shape == (2, round(17 / 24 * 48000))
 
 
-def test_same_files_and_same_frames_as_the_diffusers_notebook(vllm_run: tuple[Path, dict], diffusers_run: Path) -> None:
+@pytest.fixture(scope="module")
+def seed_difference(tiny_pipe, tmp_path_factory: pytest.TempPathFactory) -> float:
+    """How far apart two smoke-size text-to-video MP4s are when only the seed differs (mean absolute difference of
+    the decoded frames, 0-255): the scale against which the two backends' agreement is judged."""
+    from cookbook_tools import pipelines
+    from helpers import presets, prompts
+
+    pipe, _ = tiny_pipe
+    folder = tmp_path_factory.mktemp("seeds")
+    frames = []
+    for seed in (0, 1):
+        s = presets.settings_for("t2v", "smoke", seed=seed)
+        out = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
+        frames.append(media.read_frames(media.write_video(folder / f"seed{seed}.mp4", out.video, s.fps)))
+    return mean_frame_difference(*frames)
+
+
+# The server runs vLLM-Omni's own Cosmos 3 code (its own text encoding, scheduler and VAE calls), not diffusers', so
+# the same request is not the same arithmetic: on the tiny checkpoint the two notebooks' frames differ by 2.8 to 4.7
+# levels on average (at most 37), where a different seed moves them by about 33. Agreement is required to be within
+# a quarter of the seed's effect: a server that ignored the seed, the prompt or the conditioning would be far outside.
+PARITY_FRACTION_OF_SEED = 0.25
+
+
+def test_same_files_as_the_diffusers_notebook_and_frames_within_a_quarter_of_a_seeds_effect(
+    vllm_run: tuple[Path, dict], diffusers_run: Path, seed_difference: float
+) -> None:
     ours = _manifest(vllm_run[0])["outputs"]
     theirs = [o for o in _manifest(diffusers_run)["outputs"] if "-shift" not in o["mode"]]  # Diffusers-only section
     assert [(o["mode"], o["path"], o["kind"]) for o in ours] == [(o["mode"], o["path"], o["kind"]) for o in theirs]
+    differences = {}
     for mine, twin in zip(ours, theirs, strict=True):
         assert {k: mine[k] for k in ("width", "height", "num_frames", "fps", "has_audio", "seed")} == {
             k: twin[k] for k in ("width", "height", "num_frames", "fps", "has_audio", "seed")
         }, mine["path"]
         if mine["kind"] == "audio":
-            continue  # ours is decoded from the MP4's AAC track, theirs is the raw waveform
+            continue  # ours is decoded from the server's AAC track, theirs is the raw waveform
         a = media.read_frames(vllm_run[0] / mine["path"])
         b = media.read_frames(diffusers_run / twin["path"])
-        # helpers.media encodes reproducibly, so the same pixels give the same file: compare exactly.
-        assert frame_difference(a, b) == 0, mine["path"]
+        differences[mine["path"]] = mean_frame_difference(a, b)
+    limit = PARITY_FRACTION_OF_SEED * seed_difference
+    print(f"mean frame difference per file (limit {limit:.1f}, a seed's effect {seed_difference:.1f}): {differences}")
+    assert max(differences.values()) < limit, differences
 
 
-def test_several_clients_at_once_are_all_served_one_generation_at_a_time(vllm_run: tuple[Path, dict]) -> None:
+def test_several_clients_at_once_are_all_served(vllm_run: tuple[Path, dict]) -> None:
     rows = vllm_run[1]["clients"]
     assert [r["client"] for r in rows] == [0, 1, 2, 3] and {r["status"] for r in rows} == {"completed"}
     for r in rows:
-        assert 0 < r["generating_s"] <= r["total_s"] and r["waiting_s"] >= 0
-    # The stand-in generates one at a time: together the four generations took no longer than the slowest client.
-    assert sum(r["generating_s"] for r in rows) <= max(r["total_s"] for r in rows) + 0.05
+        assert 0 < r["server_s"] <= r["total_s"]
 
 
 @pytest.mark.parametrize(
@@ -138,28 +167,9 @@ def test_bad_parameters_stop_the_notebook_before_a_server_starts(tmp_path: Path,
     assert not any("Connected to" in text for text in printed)  # no server was started for a request that cannot run
 
 
-def test_server_calls_the_pipeline_as_the_notebook_does(_isolated_cache: Path) -> None:
-    """The form the client sends becomes the same prompt, negative prompt and pipeline call: same pixels."""
-    from cookbook_tools import pipelines
-    from cookbook_tools.pipelines import load_pipeline
-    from helpers import presets, prompts
-    from helpers.with_vllm_omni import api
-    from omni_standin.engine import DiffusersEngine
-    from omni_standin.forms import VideoRequest, VideoUpload
-
-    pipe, checkpoint = load_pipeline("tiny", device="cpu")
-    s = presets.settings_for("t2v_sound", "smoke", seed=3, num_inference_steps=1)
-    text, negative = prompts.prompt_text(s), prompts.negative_prompt()
-    form = VideoRequest(prompt=text, **api.video_fields(s, negative))
-    request = VideoUpload(form, None, None, None).generation_request(None)
-    assert (request.prompt, request.negative_prompt) == (text, negative)
-    direct = pipelines.generate(pipe, text, s, negative_prompt=negative)
-    served = DiffusersEngine(pipe, checkpoint)._call(request)
-    assert np.array_equal(direct.video, served.video) and np.array_equal(direct.sound, served.sound)
-
-
 def test_nbmake_runs_a_parameterized_copy(tmp_path: Path, _isolated_cache: Path) -> None:
     nb = load_notebook_node(str(notebook_path(NAME)))  # adds the `tags` metadata parameterize_notebook reads
+    # BASE_URL="auto": the copy starts (and stops) the real server itself, as a reader's "Run All" does.
     params = {**SMOKE, "BASE_URL": "auto", "MODES": "t2v,t2v_sound", "OUTPUT_DIR": str(tmp_path / "media")}
     copy = tmp_path / NAME
     nbformat.write(parameterize_notebook(nb, params), copy)

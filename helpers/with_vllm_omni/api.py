@@ -17,11 +17,9 @@ from helpers.presets import GenerationSettings
 # openai 2.3-2.8 send `videos.create` as JSON when there is no file; vLLM-Omni reads only forms, so force multipart.
 MULTIPART = {"Content-Type": "multipart/form-data"}
 START_HINT = (
-    "Start a server, then point BASE_URL (or $OMNI_BASE_URL) at it:\n"
-    "  python -m omni_standin tiny --port 8000           # the local stand-in on the Diffusers pipeline; CPU is fine\n"
-    "  vllm serve nvidia/Cosmos3-Nano --omni --port 8000  # the real server on a GPU (the notebook prints the "
-    "Docker command)\n"
-    "and use BASE_URL='http://127.0.0.1:8000'."
+    "Start one with `bash scripts/serve_vllm_omni.sh MODEL --port 8000` (MODEL=tiny runs on a CPU; real weights "
+    "want a GPU, or the notebook's `docker run` command) and set BASE_URL='http://127.0.0.1:8000', or leave "
+    "BASE_URL='auto' and the notebook starts one."
 )
 
 
@@ -78,13 +76,21 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-def http_client(base_url: str, *, api_key: str | None = None, timeout_s: float = 900.0) -> httpx.Client:
-    """httpx for the route the OpenAI SDK has no method for (`/v1/videos/sync`); errors raise `OmniAPIError`."""
+def http_client(
+    base_url: str,
+    *,
+    api_key: str | None = None,
+    timeout_s: float = 900.0,
+    transport: httpx.BaseTransport | None = None,
+) -> httpx.Client:
+    """httpx for the route the OpenAI SDK has no method for (`/v1/videos/sync`); errors raise `OmniAPIError`.
+    `transport`: `Endpoint.transport()`, which names a local server's exit if it dies mid-request."""
     return httpx.Client(
         base_url=base_url,
         headers=auth_headers(api_key),
         timeout=timeout_s,
         event_hooks={"response": [raise_for_error]},
+        transport=transport,
     )
 
 

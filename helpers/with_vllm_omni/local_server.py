@@ -1,22 +1,240 @@
-"""Where the vLLM-Omni notebook sends its requests: a server at `BASE_URL`, or a local stand-in it starts.
+"""Where the vLLM-Omni notebook sends its requests: a server at `BASE_URL`, or the real vLLM-Omni server it starts.
 
-`BASE_URL="auto"` means `$OMNI_BASE_URL` when it is set, else the stand-in (`omni_standin`) started on `MODEL` with
-`SPEED`'s switches; the notebook's last cell stops it again.
+`BASE_URL="auto"` means `$OMNI_BASE_URL` when it is set, else a `vllm serve MODEL --omni` started in the background
+on 127.0.0.1 the way `bash scripts/serve_vllm_omni.sh` starts it (`helpers.with_vllm_omni.serve`), which the
+notebook's last cell stops again. Start-up is shown as it goes; a server that exits, before it is ready or later
+while a request waits, is reported with its exit status, the end of its log, the command and the likely fix.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
+import httpx
+from tqdm.auto import tqdm
+
+import random_checkpoints
+from helpers.errors import CookbookError, InvalidSettingError
 from helpers.presets import check_guardrails
-
-if TYPE_CHECKING:
-    from omni_standin.launcher import LocalServer
+from helpers.with_vllm_omni import serve
+from helpers.with_vllm_omni.api import wait_for_server
+from helpers.with_vllm_omni.launch import speed_flags
 
 BASE_URL_ENV = "OMNI_BASE_URL"
 API_KEY_ENV = "OMNI_API_KEY"
+# The variable vLLM reads its API key from: a key on the command line would show in `ps`.
+SERVER_KEY_ENV = "VLLM_API_KEY"
+READY_LINE = "Application startup complete."
+# What the log says while the server comes up, and what the progress bar shows for it.
+PHASES = (
+    (serve.PREFIX + " creating", "installing the server environment (first use only: about 10 minutes)"),
+    ("Delegating entrypoint handling to vllm-omni", "starting vLLM-Omni"),
+    ("Loading weights", "loading the checkpoint"),
+    ("dummy run to warm up", "a first generation to warm up"),
+    ("Starting vLLM API server", "opening the HTTP server"),
+)
+# Log lines that name a cause, and what to do about it.
+FIXES = (
+    (serve.PREFIX + " error:", None),  # the serve module's own message says what to do
+    ("Address already in use", "the port is taken: pass another port, or stop what listens there"),
+    (
+        "No module named",
+        "the server environment is missing a package: delete it (~/.cache/cosmos3-cookbook/vllm-omni-*, or "
+        f"${serve.ENV_VAR}) and start again, and it is reinstalled",
+    ),
+    ("Repository Not Found", "MODEL is not a Hugging Face repository this machine may read: check the id and access"),
+    ("not a valid model identifier", "MODEL is neither a checkpoint folder nor a Hugging Face id: check it"),
+    ("OutOfMemoryError", "the model does not fit: use a smaller checkpoint or SPEED='low_vram'"),
+)
+
+
+class ServerStartError(CookbookError):
+    """The local server exited or did not become ready; the message carries the end of its log and the fix."""
+
+
+class ServerExitedError(CookbookError):
+    """The local server exited while a request was waiting for it."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class LocalServer:
+    """A `vllm serve ... --omni` child process with its log in a file; a context manager, or call `stop()`."""
+
+    process: subprocess.Popen[bytes]
+    base_url: str
+    log_path: Path
+    command: list[str]
+    api_key: str | None = None
+    scratch: Path | None = None  # a temporary folder this launcher made (log, storage), removed by `stop`
+    stopping: bool = field(default=False, init=False)
+
+    @classmethod
+    def start(
+        cls,
+        model: str,
+        *,
+        port: int | None = None,
+        api_key: str | None = None,
+        flags: tuple[str, ...] | list[str] = (),
+        device: str = "auto",
+        log_path: str | os.PathLike[str] | None = None,
+        timeout_s: float = 1800.0,
+        progress: bool = True,
+    ) -> LocalServer:
+        """Start the server on 127.0.0.1 and return once `/health` answers 200 and `/v1/models` lists the model.
+
+        `timeout_s` covers a first use's install as well as the start-up itself (vLLM-Omni's recipes give real
+        weights 1800 s). `device="cpu"` serves on the CPU even where a GPU is."""
+        if device not in ("auto", "cpu", "cuda"):
+            raise InvalidSettingError(f"DEVICE={device!r} is not allowed for a local server. Allowed: auto, cpu, cuda.")
+        port = port or free_port()
+        command = [sys.executable, "-m", serve.__name__, model, "--port", str(port), *flags]
+        scratch = None if log_path else Path(tempfile.mkdtemp(prefix="omni-server-"))
+        log_file = Path(log_path) if log_path else scratch / "server.log"  # type: ignore[operator]
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.pop(SERVER_KEY_ENV, None)
+        if api_key:
+            env[SERVER_KEY_ENV] = api_key
+        if device != "auto":
+            env[serve.DEVICE_ENV] = device
+        if scratch is not None and "VLLM_OMNI_SERVER_STORAGE__PATH" not in env:
+            env["VLLM_OMNI_SERVER_STORAGE__PATH"] = str(scratch / "storage")
+        with open(log_file, "wb") as out:
+            # A session of its own: stopping the server reaches the engine processes vLLM starts, too.
+            process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=serve.REPOSITORY, start_new_session=True
+            )
+        server = cls(process, f"http://127.0.0.1:{port}", log_file, command, api_key, scratch)
+        try:
+            server.wait_ready(timeout_s, progress)
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.is_file() else ""
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(strip_colours(self.log_text()).splitlines()[-lines:])
+
+    def diagnosis(self) -> str:
+        """The end of the log, the command, and the fix the log points to."""
+        log = strip_colours(self.log_text())
+        fix = "the lines above say why"
+        for marker, advice in FIXES:
+            line = next((line for line in log.splitlines() if marker in line), None)
+            if line is not None:
+                fix = advice or line.split(marker, 1)[1].strip()
+                break
+        return (
+            f"Last lines of its log ({self.log_path}):\n{self.log_tail()}\n\n"
+            f"Command: {' '.join(self.command)}\nFix: {fix}."
+        )
+
+    def wait_ready(self, timeout_s: float, progress: bool = True) -> None:
+        deadline = time.monotonic() + timeout_s
+        phase = "starting"
+        with tqdm(desc="vLLM-Omni server", bar_format="{desc}: {postfix} [{elapsed}]", disable=not progress) as bar:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise ServerStartError(
+                        f"The vLLM-Omni server exited with status {self.process.returncode} before it was ready.\n"
+                        + self.diagnosis()
+                    )
+                log = self.log_text()
+                phase = next((label for marker, label in reversed(PHASES) if marker in log), phase)
+                bar.set_postfix_str(phase, refresh=False)
+                bar.update(0)
+                if READY_LINE in log:
+                    bar.set_postfix_str("ready")
+                    wait_for_server(
+                        self.base_url, deadline_s=max(1.0, deadline - time.monotonic()), api_key=self.api_key
+                    )
+                    return
+                time.sleep(0.5)
+        raise ServerStartError(
+            f"The vLLM-Omni server was not ready within {timeout_s:.0f} s (last: {phase}).\n" + self.diagnosis()
+        )
+
+    def raise_if_exited(self) -> None:
+        """Raise `ServerExitedError` with the exit status if the server has gone (and was not stopped here)."""
+        if self.process.poll() is not None and not self.stopping:
+            raise ServerExitedError(
+                f"The local vLLM-Omni server exited with status {self.process.returncode} while this request "
+                f"waited for it.\n{self.diagnosis()}"
+            )
+
+    def stop(self, timeout_s: float = 20.0) -> int | None:
+        """Ask the server to exit (SIGTERM to its process group), kill it if it does not, and remove the folder
+        this launcher made."""
+        self.stopping = True
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, 15)
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
+                self.process.wait(timeout_s)
+            except ProcessLookupError:
+                pass
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+        return self.process.returncode
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def strip_colours(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+class _Watched(httpx.HTTPTransport):
+    """httpx's transport, except that a connection lost to a local server that has exited says so."""
+
+    def __init__(self, server: LocalServer) -> None:
+        super().__init__()
+        self._server = server
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return super().handle_request(request)
+        except httpx.TransportError:
+            self._server.raise_if_exited()
+            raise
+
+
+class _AsyncWatched(httpx.AsyncHTTPTransport):
+    def __init__(self, server: LocalServer) -> None:
+        super().__init__()
+        self._server = server
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await super().handle_async_request(request)
+        except httpx.TransportError:
+            self._server.raise_if_exited()
+            raise
 
 
 @dataclass
@@ -28,26 +246,45 @@ class Endpoint:
     server: LocalServer | None
 
     def describe(self) -> str:
-        return "a local stand-in server started by this notebook" if self.server else "an external server"
+        return "a vLLM-Omni server started by this notebook" if self.server else "an external server"
+
+    def transport(self) -> httpx.BaseTransport | None:
+        """For `httpx.Client(transport=...)`: reports a local server's exit status if it dies mid-request."""
+        return _Watched(self.server) if self.server else None
+
+    def async_transport(self) -> httpx.AsyncBaseTransport | None:
+        return _AsyncWatched(self.server) if self.server else None
 
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
 
 
+def server_flags(model: str, guardrails: str, speed: str) -> list[str]:
+    """`vllm serve` flags for a server this notebook starts: SPEED's, and `--no-guardrails` where they are off
+    (GUARDRAILS="off", or "auto" on the random-weight checkpoints, which have nothing to guard)."""
+    random_weights = model in random_checkpoints.TINY_VARIANTS or model == random_checkpoints.NANO_MODEL_NAME
+    off = guardrails == "off" or (guardrails == "auto" and random_weights)
+    return [*speed_flags(speed), *(["--no-guardrails"] if off else [])]
+
+
 def endpoint(
-    base_url: str, *, model: str, api_key: str = "", device: str = "auto", guardrails: str = "auto", speed: str = "none"
+    base_url: str,
+    *,
+    model: str,
+    api_key: str = "",
+    device: str = "auto",
+    guardrails: str = "auto",
+    speed: str = "none",
+    progress: bool = True,
 ) -> Endpoint:
     """`base_url="auto"`: $OMNI_BASE_URL when set, else a local server on `model`; anything else is used as is."""
     check_guardrails(guardrails)  # before any server starts
+    flags = server_flags(model, guardrails, speed)
     key = api_key or os.environ.get(API_KEY_ENV) or None
     if base_url != "auto":
         return Endpoint(base_url.rstrip("/"), key, None)
     if os.environ.get(BASE_URL_ENV):
         return Endpoint(os.environ[BASE_URL_ENV].rstrip("/"), key, None)
-    from omni_standin.launcher import LocalServer
-
-    server = LocalServer.start(
-        model, api_key=key, guardrails=False if guardrails == "off" else None, device=device, speed=speed
-    )
+    server = LocalServer.start(model, api_key=key, flags=flags, device=device, progress=progress)
     return Endpoint(server.base_url, key, server)

@@ -1,7 +1,8 @@
-"""What the HTTP path costs: the same generation through the local vLLM-Omni server vs directly in-process.
+"""What the server costs: the same generation through the real vLLM-Omni server vs directly in-process.
 
-Direct: the notebook's `pipe(...)` call plus `helpers.media.write_video`, exactly what the server does per request.
-HTTP: the client's `/v1/videos/sync` round trip (form upload, queueing, generation, MP4 back). Both on the tiny
+Direct: the Diffusers notebook's `pipe(...)` call plus `helpers.media.write_video`. Server: the client's
+`/v1/videos/sync` round trip to `vllm serve <tiny> --omni` on the same CPU (form upload, queueing, vLLM-Omni's own
+Cosmos 3 pipeline in float32, its own MP4 encoder, the MP4 back). Both on the tiny
 checkpoint, on the CPU, with the `smoke` t2v settings and the bundled prompt; the median of several runs after a
 warm-up. Also times the whole run_with_vllm_omni.ipynb on tiny/smoke. Writes benchmarks/results/http_overhead.json.
 
@@ -22,7 +23,7 @@ from cookbook_tools import notebooks, pipelines
 from cookbook_tools.pipelines import load_pipeline
 from helpers import media, presets, prompts
 from helpers.with_vllm_omni import api
-from omni_standin.launcher import LocalServer
+from helpers.with_vllm_omni.local_server import LocalServer
 
 RESULTS = Path(__file__).parent / "results" / "http_overhead.json"
 
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     pipe, _ = load_pipeline("tiny", device="cpu")
     with (
         tempfile.TemporaryDirectory() as folder,
-        LocalServer.start("tiny", device="cpu") as server,
+        LocalServer.start("tiny", device="cpu", flags=["--no-guardrails"], progress=False) as server,
         api.http_client(server.base_url) as http,
     ):
 

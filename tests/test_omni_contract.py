@@ -1,6 +1,6 @@
-"""The local server against the vLLM-Omni contract (docs/vllm-omni-contract.md), over real HTTP.
+"""The real vLLM-Omni server against its contract (docs/vllm-omni-contract.md), over real HTTP.
 
-One `python -m omni_standin tiny` process serves the whole module; requests are smoke-sized (64x64, 5 frames,
+The session's `vllm serve <tiny> --omni` serves the whole module; requests are smoke-sized (64x64, 5 frames,
 1 step) so the module stays quick on two CPU cores. The second half drives the same server with the OpenAI SDK
 calls the spec lists as working against vLLM-Omni.
 """

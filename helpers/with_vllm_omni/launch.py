@@ -15,7 +15,7 @@ from helpers.errors import InvalidSettingError
 
 DOCKER_IMAGE = "vllm/vllm-omni:cosmos3"
 # The vLLM-Omni server flags that do on a real server what each SPEED choice does in the Diffusers notebook
-# (the same names as `helpers.with_diffusers.speed.SPEEDS`; the local stand-in takes `--speed NAME` instead).
+# (the same names as `helpers.with_diffusers.speed.SPEEDS`).
 SPEED_FLAGS: dict[str, tuple[str, ...]] = {
     "none": ("--enforce-eager",),
     "fast": (),
@@ -103,7 +103,7 @@ class ServeOptions:
 
 
 def speed_flags(speed: str) -> tuple[str, ...]:
-    """The `vllm serve` flags that give a real server the effect of `SPEED` (a stand-in started here gets `--speed`)."""
+    """The `vllm serve` flags that give a real server the effect of `SPEED`."""
     ServeOptions(speed=speed).check()
     return SPEED_FLAGS[speed]
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite: unit tests, then every notebook end to end on the tiny
-# checkpoint. Extra arguments go to pytest, e.g. `bash scripts/test.sh -k presets`.
+# checkpoint, the vLLM-Omni one against the real server. Extra arguments go to pytest, e.g.
+# `bash scripts/test.sh -k presets`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The tests start the real vLLM-Omni server: its environment is made here, with progress, on first use.
+bash scripts/serve_vllm_omni.sh --install
 exec .venv/bin/python -m pytest "$@"

@@ -38,7 +38,7 @@ def tiny_pipe(_isolated_cache: Path):
 def omni_server(_isolated_cache: Path) -> Iterator[LocalServer]:
     """The real vLLM-Omni server (`vllm serve <tiny> --omni`) on the tiny checkpoint, started once per test session
     the way the notebook starts it. The first session on a machine also installs the server's environment (about
-    10 minutes); later ones reuse it and are ready in about half a minute."""
+    5 minutes); later ones reuse it and are ready in about half a minute."""
     with LocalServer.start("tiny", api_key=SERVER_KEY, flags=["--no-guardrails"], progress=False) as running:
         yield running
 

@@ -36,7 +36,7 @@ SERVER_KEY_ENV = "VLLM_API_KEY"
 READY_LINE = "Application startup complete."
 # What the log says while the server comes up, and what the progress bar shows for it.
 PHASES = (
-    (serve.PREFIX + " creating", "installing the server environment (first use only: about 10 minutes)"),
+    (serve.PREFIX + " creating", "installing the server environment (first use only: about 5 minutes)"),
     ("Delegating entrypoint handling to vllm-omni", "starting vLLM-Omni"),
     ("Loading weights", "loading the checkpoint"),
     ("dummy run to warm up", "a first generation to warm up"),

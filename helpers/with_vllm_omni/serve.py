@@ -156,7 +156,7 @@ def ensure_environment(gpu: bool) -> Path:
         if not packages.is_file() or packages.read_text() != _packages_fingerprint(gpu):
             say(
                 f"creating the vLLM-Omni {VLLM_OMNI_VERSION} server environment in {env} "
-                f"({'CUDA build' if gpu else 'CPU build'}; first use only, about 10 minutes and 7 GB on a CPU machine)"
+                f"({'CUDA build' if gpu else 'CPU build'}; first use only: about 5 minutes and 7 GB on a CPU machine)"
             )
             shutil.rmtree(env, ignore_errors=True)
             for step in install_commands(env, gpu):

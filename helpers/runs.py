@@ -153,6 +153,16 @@ class Run:
     def file_for(self, mode: str, suffix: str) -> Path:
         return self.path / f"{mode}{suffix}"
 
+    def free_stem(self, mode: str) -> str:
+        """`mode` as a file name, or `mode-2`, `mode-3`, ... once this run holds files of that name: a second
+        generation of a mode (the form's Generate pressed again) never replaces the first one's files."""
+        taken = {Path(o.path).stem for o in self.outputs}
+        stem, n = mode, 1
+        while stem in taken:
+            n += 1
+            stem = f"{mode}-{n}"
+        return stem
+
     @contextlib.contextmanager
     def generation(self, settings: GenerationSettings, name: str | None = None) -> Iterator[Generation]:
         """Time one generation, turn an out-of-memory error into advice, and record what it saves, in files named
@@ -199,6 +209,7 @@ class Generation:
     def __init__(self, run: Run, mode: str, settings: GenerationSettings):
         self.run = run
         self.mode = mode
+        self.stem = run.free_stem(mode)  # the files' name
         self.settings = settings
         self.started = time.perf_counter()
         self.outputs: list[Output] = []
@@ -214,7 +225,7 @@ class Generation:
 
     def _save_wav(self, sound: Any, rate: int, seconds: float, extra: dict[str, Any]) -> None:
         """The sound as a WAV of exactly the video's length, beside the MP4."""
-        wav = self.run.file_for(self.mode, ".wav")
+        wav = self.run.file_for(self.stem, ".wav")
         self._record(media.write_wav(wav, media.fit_audio(sound, rate, self.settings.duration_s), rate), seconds, extra)
 
     def save(self, output: Any, **extra: Any) -> list[Output]:
@@ -222,7 +233,7 @@ class Generation:
         seconds = self.seconds
         s = self.settings
         if s.is_image:
-            self._record(media.write_image(self.run.file_for(self.mode, ".png"), output.video), seconds, extra)
+            self._record(media.write_image(self.run.file_for(self.stem, ".png"), output.video), seconds, extra)
             return self.outputs
         sound = getattr(output, "sound", None) if s.enable_sound else None
         rate = self.run.sample_rate
@@ -232,7 +243,7 @@ class Generation:
             raise SoundNotSupportedError(
                 "Sound needs the sample rate: set run.sample_rate (the checkpoint's, e.g. calls.sample_rate(pipe))."
             )
-        mp4 = self.run.file_for(self.mode, ".mp4")
+        mp4 = self.run.file_for(self.stem, ".mp4")
         self._record(media.write_video(mp4, output.video, s.fps, audio=sound, sample_rate=rate), seconds, extra)
         if sound is not None:
             self._save_wav(sound, rate, seconds, extra)
@@ -241,7 +252,7 @@ class Generation:
     def save_bytes(self, data: bytes, suffix: str, **extra: Any) -> list[Output]:
         """Store media that arrived as bytes (from a server); for a video with sound, also its AAC track as a WAV."""
         seconds = self.seconds
-        target = self.run.file_for(self.mode, suffix)
+        target = self.run.file_for(self.stem, suffix)
         with media.atomic_target(target) as tmp:
             tmp.write_bytes(data)
         self._record(target, seconds, extra)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import openai
 import pytest
 
@@ -18,7 +19,6 @@ from helpers.errors import InvalidSettingError, MediaError
 from helpers.runs import Run
 from helpers.with_vllm_omni.local_server import LocalServer
 from tests.conftest import SERVER_KEY
-from tests.notebook_checks import frame_difference
 
 NOW = datetime(2026, 1, 1)
 
@@ -118,16 +118,30 @@ def test_the_form_drives_a_vllm_omni_server_the_same_way(omni_client, tmp_path, 
     form.submit()
     _check_video(form, 9, sound=mode.endswith("_sound"))
     assert form.status.value.startswith("done")
-    # Same settings through the Diffusers backend give the same frames.
+    # The same settings through the Diffusers backend give frames as close as the two notebooks' (vLLM-Omni runs its
+    # own Cosmos 3 code, tests/test_vllm_notebook.py): in the frames the model generates (those another seed changes),
+    # the two backends differ by less than half of what another seed changes there. Measured: a fifth to a quarter.
     pipe, _ = tiny_pipe
     local = GenerationForm(backends.DiffusersBackend(pipe), Run.create(tmp_path / "d", backend="diffusers",
                            model="tiny", sample_rate=48000), preset="smoke", seed=3)  # fmt: skip
     local.mode.value = mode
     local.num_frames.value = 9
     local.submit()
-    a = media.read_frames(run.path / form.last_outputs[0].path)
-    b = media.read_frames(local.run.path / local.last_outputs[0].path)
-    assert frame_difference(a, b) == 0
+    local.seed.value = 4
+    local.submit()
+    served, same_seed, other_seed = (
+        media.read_frames(folder / output.path).astype(np.int16)
+        for folder, output in (
+            (run.path, form.last_outputs[0]),
+            (local.run.path, local.run.outputs[0]),
+            (local.run.path, local.last_outputs[0]),
+        )
+    )
+    seed_effect = np.abs(other_seed - same_seed).mean(axis=(1, 2, 3))
+    generated = seed_effect > 1.0
+    assert generated.sum() >= 4, seed_effect
+    parity = np.abs(served - same_seed).mean(axis=(1, 2, 3))
+    assert parity[generated].mean() < 0.5 * seed_effect[generated].mean(), (parity, seed_effect)
 
 
 def test_server_errors_reach_the_form(omni_client, tmp_path):

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import presets, runs
+from helpers import media, presets, runs
 from helpers.errors import MediaError, OutOfMemoryAdviceError, SoundNotSupportedError
 
 
-def _output(settings, sound=True):
-    rng = np.random.default_rng(1)
+def _output(settings, sound=True, seed=1):
+    rng = np.random.default_rng(seed)
     video = rng.random((settings.num_frames, settings.height, settings.width, 3), dtype=np.float32)
     audio = torch.from_numpy(rng.uniform(-0.5, 0.5, (2, 48000)).astype(np.float32)) if sound else None
     return SimpleNamespace(video=video, sound=audio)
@@ -40,6 +40,24 @@ def test_manifest_lists_what_the_files_hold(tmp_path):
     assert video["settings"]["preset"] == "smoke" and video["model"] == "tiny" and video["seconds"] >= 0
     assert wav["kind"] == "audio" and wav["audio"]["duration_s"] == pytest.approx(17 / 24)
     assert run.summary()[0]["sound"] == "AAC"
+
+
+def test_generating_a_mode_again_keeps_the_first_files(tmp_path):
+    """The form's Generate pressed twice on one mode: both videos (and their WAVs) stay, each listed once."""
+    run = runs.Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
+    first, second = (presets.settings_for("t2v_sound", "smoke", seed=seed) for seed in (1, 2))
+    for s in (first, second):
+        with run.generation(s) as gen:
+            gen.save(_output(s, seed=s.seed))
+    manifest = json.loads(run.manifest_path.read_text())["outputs"]
+    assert [(o["mode"], o["path"], o["seed"]) for o in manifest] == [
+        ("t2v_sound", "t2v_sound.mp4", 1), ("t2v_sound", "t2v_sound.wav", 1),
+        ("t2v_sound", "t2v_sound-2.mp4", 2), ("t2v_sound", "t2v_sound-2.wav", 2),
+    ]  # fmt: skip
+    assert all((run.path / o["path"]).is_file() for o in manifest)
+    assert (
+        media.read_frames(run.path / "t2v_sound.mp4").mean() != media.read_frames(run.path / "t2v_sound-2.mp4").mean()
+    )
 
 
 def test_a_failed_generation_adds_nothing_to_the_manifest(tmp_path):

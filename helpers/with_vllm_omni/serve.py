@@ -6,8 +6,8 @@ torch and transformers differently from the cookbook's `.venv`), created on firs
 
 - on a machine without an NVIDIA GPU: the pinned packages of `vllm_omni_cpu/requirements.txt` (vLLM's CPU build,
   vLLM-Omni 0.30.0, diffusers 0.42.1) and the cookbook's CPU platform plugin `vllm_omni_cpu`; the model runs in
-  float32 unless `--dtype` says otherwise, since most CPUs emulate bf16 (start-up about 20 s instead of 95 s for
-  `tiny`, a small video about 5 times faster);
+  float32 unless `--dtype` says otherwise, since most CPUs emulate bf16 (in a trial with `tiny`, bf16 made start-up
+  and a small video several times slower);
 - on a GPU machine: vLLM-Omni's normal CUDA build from PyPI (or use the published `docker run` command instead).
 
 `MODEL` is what the notebooks take: `tiny` and its variants (built offline, served as `tiny`), `nano-random`, a
@@ -149,6 +149,11 @@ def _locked(env: Path) -> Iterator[None]:
 
 def ensure_environment(gpu: bool) -> Path:
     """The server's environment, created (or rebuilt when the pins changed) on first use. Returns its folder."""
+    if not gpu and not LOCK.is_file():
+        raise ServeError(
+            f"The server's pinned packages ({LOCK.relative_to(REPOSITORY)}) are not at {REPOSITORY}: run this from the "
+            "cookbook's repository, installed with `pip install -e .` (scripts/setup.sh does that)."
+        )
     env = environment_dir(gpu)
     packages, plugin = env / ".cosmos3-cookbook-packages", env / ".cosmos3-cookbook-plugin"
     with _locked(env):
@@ -245,7 +250,7 @@ def command(model: str, flags: Sequence[str], gpu: bool | None = None) -> list[s
     if served_name and _flag(args, "--served-model-name") is None:
         args += ["--served-model-name", served_name]
     if not gpu and _flag(args, "--dtype") is None:
-        args += ["--dtype", "float32"]  # bf16 is emulated on most CPUs: five times slower for the same pictures
+        args += ["--dtype", "float32"]  # most CPUs emulate bf16, several times slower
     return ["vllm", "serve", *target, "--omni", *args]
 
 

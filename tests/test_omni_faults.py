@@ -119,14 +119,14 @@ def test_a_server_that_dies_mid_request_fails_the_waiting_call_with_its_exit_sta
     assert [o["path"] for o in manifest["outputs"]] == ["t2v.mp4"] and media.probe(run.path / "t2v.mp4").num_frames == 5
 
 
-def test_a_port_in_use_fails_at_once_naming_the_port_and_the_fix(_isolated_cache: Path) -> None:
+def test_a_port_in_use_fails_at_once_naming_the_port_and_the_fix(_isolated_cache: Path, tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         started = time.monotonic()
         with pytest.raises(ServerStartError) as err:
-            LocalServer.start("tiny", port=port, progress=False)
+            LocalServer.start("tiny", port=port, progress=False, log_path=tmp_path / "server.log")
     assert time.monotonic() - started < 60  # before any model is built or environment checked
     message = str(err.value)
     assert "exited with status 2" in message and f"Port {port} on 127.0.0.1 is in use" in message
@@ -135,15 +135,19 @@ def test_a_port_in_use_fails_at_once_naming_the_port_and_the_fix(_isolated_cache
 
 def test_a_model_that_is_not_there_fails_before_the_server_starts(tmp_path: Path) -> None:
     with pytest.raises(ServerStartError) as err:
-        LocalServer.start(str(tmp_path / "no-such-checkpoint"), progress=False)
+        LocalServer.start(str(tmp_path / "no-such-checkpoint"), progress=False, log_path=tmp_path / "server.log")
     assert "there is no checkpoint at" in str(err.value) and "MODEL=tiny" in str(err.value)
 
 
-def test_a_flag_vllm_rejects_ends_the_start_with_the_servers_own_words(omni_server: LocalServer) -> None:
+def test_a_flag_vllm_rejects_ends_the_start_with_the_servers_own_words(
+    omni_server: LocalServer, tmp_path: Path
+) -> None:
     with pytest.raises(ServerStartError) as err:
-        LocalServer.start("tiny", flags=["--no-such-flag"], progress=False)
+        LocalServer.start("tiny", flags=["--no-such-flag"], progress=False, log_path=tmp_path / "server.log")
     message = str(err.value)
     assert "exited with status" in message and "--no-such-flag" in message and "Last lines of its log" in message
+    log = message.split("Last lines of its log (", 1)[1].split(")", 1)[0]
+    assert "--no-such-flag" in Path(log).read_text()  # kept for the reader
 
 
 def test_a_server_reachable_from_other_machines_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -124,7 +124,7 @@ class LocalServer:
         try:
             server.wait_ready(timeout_s, progress)
         except BaseException:
-            server.stop()
+            server.stop(keep_log=True)  # the error names the log: it stays for the reader
             raise
         return server
 
@@ -181,9 +181,9 @@ class LocalServer:
                 f"waited for it.\n{self.diagnosis()}"
             )
 
-    def stop(self, timeout_s: float = 20.0) -> int | None:
+    def stop(self, timeout_s: float = 20.0, keep_log: bool = False) -> int | None:
         """Ask the server to exit (SIGTERM to its process group), kill it if it does not, and remove the folder
-        this launcher made."""
+        this launcher made (all but the log with `keep_log`)."""
         self.stopping = True
         if self.process.poll() is None:
             try:
@@ -195,7 +195,7 @@ class LocalServer:
             except ProcessLookupError:
                 pass
         if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            shutil.rmtree(self.scratch / "storage" if keep_log else self.scratch, ignore_errors=True)
         return self.process.returncode
 
     def __enter__(self) -> LocalServer:

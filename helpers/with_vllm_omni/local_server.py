@@ -173,13 +173,21 @@ class LocalServer:
             f"The vLLM-Omni server was not ready within {timeout_s:.0f} s (last: {phase}).\n" + self.diagnosis()
         )
 
-    def raise_if_exited(self) -> None:
-        """Raise `ServerExitedError` with the exit status if the server has gone (and was not stopped here)."""
-        if self.process.poll() is not None and not self.stopping:
-            raise ServerExitedError(
-                f"The local vLLM-Omni server exited with status {self.process.returncode} while this request "
-                f"waited for it.\n{self.diagnosis()}"
-            )
+    def raise_if_exited(self, grace_s: float = 2.0) -> None:
+        """Raise `ServerExitedError` with the exit status if the server has gone (and was not stopped here).
+
+        Called when a connection broke: the socket closes as the process dies, a moment before its exit status
+        can be read, so the status gets `grace_s` to appear."""
+        if self.stopping:
+            return
+        try:
+            self.process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            return  # still running: the connection broke for another reason
+        raise ServerExitedError(
+            f"The local vLLM-Omni server exited with status {self.process.returncode} while this request "
+            f"waited for it.\n{self.diagnosis()}"
+        )
 
     def stop(self, timeout_s: float = 20.0, keep_log: bool = False) -> int | None:
         """Ask the server to exit (SIGTERM to its process group), kill it if it does not, and remove the folder
@@ -219,6 +227,8 @@ class _Watched(httpx.HTTPTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         try:
             return super().handle_request(request)
+        except httpx.TimeoutException:
+            raise  # the server is slow, not gone
         except httpx.TransportError:
             self._server.raise_if_exited()
             raise
@@ -232,6 +242,8 @@ class _AsyncWatched(httpx.AsyncHTTPTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
             return await super().handle_async_request(request)
+        except httpx.TimeoutException:
+            raise  # the server is slow, not gone
         except httpx.TransportError:
             self._server.raise_if_exited()
             raise

@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+import result_file
+
 RESULTS = Path(__file__).parent / "results"
 DIFFUSERS_RUN = """
 import json, sys, time
@@ -140,10 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         "vllm_omni": route,
         "clients_at_once": clients,
     }
-    out = Path(args.out) if args.out else RESULTS / f"first_video_{args.device}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    result_file.write(result, Path(args.out) if args.out else RESULTS / f"first_video_{args.device}.json")
     return 0
 
 

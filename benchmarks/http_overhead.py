@@ -12,12 +12,13 @@ warm-up. Also times the whole run_with_vllm_omni.ipynb on tiny/smoke. Writes ben
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import tempfile
 import time
 from pathlib import Path
+
+import result_file
 
 from cookbook_tools import notebooks, pipelines
 from cookbook_tools.pipelines import load_pipeline
@@ -86,9 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         "notebook_target_s": 90,
         "notebook_within_target": notebook_s < 90,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    result_file.write(result, RESULTS)
     return 0
 
 

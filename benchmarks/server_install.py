@@ -10,7 +10,6 @@ size on disk and the start-up time to benchmarks/results/server_install_<cpu|cud
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -18,6 +17,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+import result_file
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -55,10 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         "environment_gb": round(size_gb, 2),
         "tiny_ready_s": round(ready_s, 1),
     }
-    out = Path(args.out) if args.out else RESULTS / f"server_install_{'cuda' if gpu else 'cpu'}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    result_file.write(
+        result, Path(args.out) if args.out else RESULTS / f"server_install_{'cuda' if gpu else 'cpu'}.json"
+    )
     return 0
 
 

@@ -129,9 +129,16 @@ def with_settings(prompt: str, settings: GenerationSettings) -> str:
     return compact(caption)
 
 
-def prompt_text(settings: GenerationSettings) -> str:
-    """The bundled structured prompt of the settings' mode, with their resolution, duration and frame rate."""
-    caption = with_metadata(load(settings.mode), settings.width, settings.height, settings.num_frames, settings.fps)
+def prompt_text(settings: GenerationSettings, caption: dict[str, Any] | None = None) -> str:
+    """A structured caption (default: the bundled one of the settings' mode) with the settings' resolution,
+    duration and frame rate written in, as the one line of JSON the model reads."""
+    if caption is None:
+        caption = load(settings.mode)
+    elif not isinstance(caption, dict):
+        raise InvalidSettingError(
+            f"caption must be a dict (a structured JSON prompt, e.g. prompts.load('t2v')), not {type(caption).__name__}."
+        )
+    caption = with_metadata(caption, settings.width, settings.height, settings.num_frames, settings.fps)
     return compact(caption)
 
 

@@ -54,10 +54,10 @@ class Output:
     num_frames: int
     fps: float
     has_audio: bool
-    seed: int
+    seed: int | None
     model: str
     settings: dict[str, Any]
-    seconds: float
+    seconds: float | None
     audio: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -127,8 +127,11 @@ class Run:
             json.dump(self.manifest(), out, indent=2)
         os.replace(tmp, self.manifest_path)
 
-    def record(self, mode: str, file: Path, settings: GenerationSettings, seconds: float, **extra: Any) -> Output:
-        """Probe a written file and add it to the manifest (what it really holds, not what was asked)."""
+    def record(
+        self, mode: str, file: Path, settings: GenerationSettings | None, seconds: float | None, **extra: Any
+    ) -> Output:
+        """Probe a written file and add it to the manifest (what it really holds, not what was asked). A file made
+        outside the presets has no settings and no timing."""
         info = media.probe(file)
         output = Output(
             mode=mode,
@@ -139,16 +142,23 @@ class Run:
             num_frames=info.num_frames,
             fps=info.fps,
             has_audio=info.has_audio,
-            seed=settings.seed,
+            seed=settings.seed if settings else None,
             model=self.model,
-            settings=settings.to_dict(),
-            seconds=round(seconds, 3),
+            settings=settings.to_dict() if settings else {},
+            seconds=round(seconds, 3) if seconds is not None else None,
             audio=info.audio.__dict__ if info.audio else None,
             extra=extra,
         )
         self.outputs.append(output)
         self._write_manifest()
         return output
+
+    def add(self, mode: str, file: str | os.PathLike[str], **extra: Any) -> Output:
+        """Record a file written by hand (the quickstart's MP4) under `mode`, probed like every other output."""
+        path = Path(file).resolve()
+        if not path.is_relative_to(self.path.resolve()):
+            raise MediaError(f"{path} is outside this run's folder {self.path}: write it there (run.path / name).")
+        return self.record(mode, self.path / path.relative_to(self.path.resolve()), None, None, **extra)
 
     def file_for(self, mode: str, suffix: str) -> Path:
         return self.path / f"{mode}{suffix}"

@@ -14,10 +14,10 @@ fi
 # Without an NVIDIA GPU, pin the CPU build of torch: a loose requirement would pull a multi-GB CUDA build.
 constraints=()
 if ! command -v nvidia-smi >/dev/null 2>&1; then
-  constraints=(-c constraints/cpu.txt)
+  constraints=(-c tools/constraints/cpu.txt)
 fi
 stamp=.venv/.cookbook-installed
-want=$(cat pyproject.toml constraints/cpu.txt | sha256sum | cut -d' ' -f1)-${#constraints[@]}
+want=$(cat pyproject.toml tools/constraints/cpu.txt | sha256sum | cut -d' ' -f1)-${#constraints[@]}
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet "${constraints[@]}" -e ".[dev]"

@@ -28,7 +28,7 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_pipe(_isolated_cache: Path):
     """The tiny checkpoint loaded through `from_pretrained`, on the CPU in float32."""
-    from cookbook_tools.pipelines import load_pipeline
+    from helpers.with_diffusers.pipelines import load_pipeline
 
     pipe, info = load_pipeline("tiny", device="cpu")
     return pipe, info

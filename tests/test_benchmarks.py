@@ -19,7 +19,7 @@ def _run(args: list[str]) -> None:
 
 def test_gpu_benchmark_times_every_preset_and_a_memory_cap_in_one_process(tmp_path: Path) -> None:
     out = tmp_path / "table.json"
-    _run(["benchmarks/gpu_benchmark.py", "--arch", "tiny", "--device", "cpu", "--modes", "t2v,t2i", "--tiers", "256p",
+    _run(["tools/benchmarks/gpu_benchmark.py", "--arch", "tiny", "--device", "cpu", "--modes", "t2v,t2i", "--tiers", "256p",
           "--frames", "9", "--plan", "256p:2", "--presets", "baseline,fast,low_vram", "--caps", "low_vram:256p:24:2",
           "--out", str(out)])  # fmt: skip
     rows = json.loads(out.read_text())["rows"]
@@ -30,14 +30,14 @@ def test_gpu_benchmark_times_every_preset_and_a_memory_cap_in_one_process(tmp_pa
     assert image["steps_timed"] == image["steps"] == 50 and not image["extrapolated"]  # images: every step
     assert all("psnr_db" in r for r in rows if r["preset"] != "baseline")  # each compared with the baseline
     assert rows[-1]["cap_gib"] == 24.0 and "text_tower_offload" in rows[-1]["speedups"]
-    table = subprocess.run([sys.executable, "benchmarks/gpu_benchmark.py", "--table", str(out)], cwd=REPO,
+    table = subprocess.run([sys.executable, "tools/benchmarks/gpu_benchmark.py", "--table", str(out)], cwd=REPO,
                            check=True, capture_output=True, text=True).stdout  # fmt: skip
     assert table.count("\n| t2") == len(rows)
 
 
 def test_cold_start_runs_each_speed_in_its_own_process_with_one_shared_cache(tmp_path: Path) -> None:
     out = tmp_path / "cold.json"
-    _run(["benchmarks/cold_start.py", "--arch", "tiny", "--device", "cpu", "--frames", "9", "--steps", "2",
+    _run(["tools/benchmarks/cold_start.py", "--arch", "tiny", "--device", "cpu", "--frames", "9", "--steps", "2",
           "--out", str(out)])  # fmt: skip
     rows = json.loads(out.read_text())["rows"]
     assert [r["run"] for r in rows] == ["none", "fast, cold", "fast, warm"]
@@ -47,7 +47,7 @@ def test_cold_start_runs_each_speed_in_its_own_process_with_one_shared_cache(tmp
 
 def test_image_steps_reports_each_tiers_step_time(tmp_path: Path) -> None:
     out = tmp_path / "steps.json"
-    _run(["benchmarks/image_steps.py", "--arch", "tiny", "--device", "cpu", "--tiers", "256p,480p", "--steps", "3",
+    _run(["tools/benchmarks/image_steps.py", "--arch", "tiny", "--device", "cpu", "--tiers", "256p,480p", "--steps", "3",
           "--out", str(out)])  # fmt: skip
     rows = json.loads(out.read_text())["rows"]
     assert [r["tier"] for r in rows] == ["256p", "480p"]

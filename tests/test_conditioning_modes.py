@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from cookbook_tools import pipelines
-from cookbook_ui import backends
+from helpers.with_diffusers import pipelines
+from helpers.form import backends
 from helpers import media, presets, prompts
 from helpers.with_diffusers import calls
 

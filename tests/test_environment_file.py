@@ -21,7 +21,7 @@ def test_environment_yml_lists_the_package_dependencies():
 
 
 def test_cpu_constraint_pins_the_local_torch_build_while_the_requirement_stays_loose():
-    assert (REPO / "constraints" / "cpu.txt").read_text().split() == ["torch==2.13.0"]
+    assert (REPO / "tools" / "constraints" / "cpu.txt").read_text().split() == ["torch==2.13.0"]
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     torch_req = next(d for d in project["dependencies"] if d.startswith("torch"))
     assert ">=" in torch_req and "==" not in torch_req

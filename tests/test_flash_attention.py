@@ -1,7 +1,7 @@
 """FlashAttention-4 behind diffusers' attention dispatch, on CPU: where the kernel is refused, how the pipeline's
 attention calls are routed to it, and that the routed pipeline gives the same output. The kernel itself needs a
 Hopper/Blackwell GPU: tests/test_gpu.py compares it with PyTorch's attention there, and
-benchmarks/attention_kernels.py times it."""
+tools/benchmarks/attention_kernels.py times it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 from diffusers.models.attention_dispatch import AttentionBackendName, dispatch_attention_fn
 
-from cookbook_tools import pipelines
-from cookbook_tools.pipelines import load_pipeline
+from helpers.with_diffusers import pipelines
+from helpers.with_diffusers.pipelines import load_pipeline
 from helpers import presets
 from helpers.with_diffusers import flash_attention, speed
 

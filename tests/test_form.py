@@ -11,9 +11,9 @@ import numpy as np
 import openai
 import pytest
 
-from cookbook_tools.pipelines import load_pipeline
-from cookbook_ui import backends, compare
-from cookbook_ui.form import GenerationForm
+from helpers.with_diffusers.pipelines import load_pipeline
+from helpers.form import backends, compare
+from helpers.form.widget import GenerationForm
 from helpers import media, presets
 from helpers.errors import InvalidSettingError, MediaError
 from helpers.runs import Run

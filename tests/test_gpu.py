@@ -126,7 +126,7 @@ def test_cuda_graphs_give_the_image_that_launching_each_kernel_gives(monkeypatch
     written into the tensors the graphs read) and for a longer one (recorded again)."""
     import numpy as np
 
-    from cookbook_tools import pipelines
+    from helpers.with_diffusers import pipelines
     from helpers import prompts
 
     _require_cuda()

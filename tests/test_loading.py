@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import random_checkpoints
+from helpers import random_checkpoints
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
 from helpers.with_diffusers import loading
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import helpers
 
 REPO = Path(__file__).resolve().parent.parent
-# Every importable module of the project's packages; `parallel_diffusers.__main__` runs a rank of a parallel run, by
+# Every importable module of the project's packages; `helpers.with_diffusers.several_gpus.__main__` runs a rank of a parallel run, by
 # design.
-PACKAGES = ("helpers", "cookbook_ui", "random_checkpoints", "cookbook_tools", "parallel_diffusers")
+PACKAGES = ("helpers", "cookbook_tools")
 
 
 def test_import_helpers_resolves_to_this_repository():

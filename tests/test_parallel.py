@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cookbook_tools import pipelines
+from helpers.with_diffusers import pipelines
 from helpers import media, presets, prompts, runs
 from helpers.errors import InvalidSettingError
 from helpers.with_diffusers import calls, speed
-from parallel_diffusers import launch, layout
-from parallel_diffusers.request import Request
-from parallel_diffusers.split_decode import row_split
+from helpers.with_diffusers.several_gpus import launch, layout
+from helpers.with_diffusers.several_gpus.request import Request
+from helpers.with_diffusers.several_gpus.split_decode import row_split
 
 REPO = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).with_name("parallel_worker.py")
@@ -62,7 +62,7 @@ def test_the_torchrun_command_is_an_argument_list_the_runner_reads_back():
     request = Request(model="nano-random", gpus=4, preset="quality", speed="fast", tiers="720p")
     command = launch.torchrun_command(request)
     assert command[: command.index("-m")] == [*launch.torchrun(), "--standalone", "--nproc-per-node", "4"]
-    flags = command[command.index("parallel_diffusers") + 1 :]
+    flags = command[command.index("helpers.with_diffusers.several_gpus") + 1 :]
     assert flags == ["--model", "nano-random", "--gpus", "4", "--modes", "t2v", "--preset", "quality", "--tiers",
                      "720p", "--speed", "fast", "--seed", "0", "--output-dir", "outputs"]  # fmt: skip
     assert Request.parse(flags) == request

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoTokenizer
 
 import random_checkpoints as tiny_checkpoint
-from cookbook_tools import pipelines
+from helpers.with_diffusers import pipelines
 from helpers import presets, prompts
 from helpers.errors import SoundNotSupportedError
 from helpers.with_diffusers import calls

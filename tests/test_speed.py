@@ -1,6 +1,6 @@
 """The speed switches on the tiny checkpoint (CPU): names, idempotence, order, and exactness of the exact switches.
 
-Speed itself is measured by benchmarks/gpu_benchmark.py on a GPU, never by a timed test.
+Speed itself is measured by tools/benchmarks/gpu_benchmark.py on a GPU, never by a timed test.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import os
 import numpy as np
 import pytest
 
-from cookbook_tools import pipelines
-from cookbook_tools.pipelines import load_pipeline
+from helpers.with_diffusers import pipelines
+from helpers.with_diffusers.pipelines import load_pipeline
 from helpers import presets, prompts
 from helpers.errors import InvalidSettingError
 from helpers.with_diffusers import speed

@@ -90,7 +90,7 @@ def test_committed_without_outputs_on_the_python3_kernel() -> None:
 def test_papermill_run_against_the_real_server_writes_every_mode_and_every_file_is_what_the_settings_ask(
     vllm_run: tuple[Path, dict],
 ) -> None:
-    # The wall time is measured by benchmarks/notebook_wall_time.py, not asserted here.
+    # The wall time is measured by tools/benchmarks/notebook_wall_time.py, not asserted here.
     check_run(vllm_run[0], ALL_MODES, "smoke", 0)
     samples, rate = media.read_audio(vllm_run[0] / "t2v_sound.wav")
     assert rate == 48000 and samples.shape == (2, round(17 / 24 * 48000))
@@ -100,7 +100,7 @@ def test_papermill_run_against_the_real_server_writes_every_mode_and_every_file_
 def seed_difference(tiny_pipe, tmp_path_factory: pytest.TempPathFactory) -> float:
     """How far apart two smoke-size text-to-video MP4s are when only the seed differs (mean absolute difference of
     the decoded frames, 0-255): the scale against which the two backends' agreement is judged."""
-    from cookbook_tools import pipelines
+    from helpers.with_diffusers import pipelines
     from helpers import presets, prompts
 
     pipe, _ = tiny_pipe

@@ -1,7 +1,7 @@
 """FlashAttention-4 (PyPI `flash-attn-4`) behind diffusers' attention dispatch, for Hopper and Blackwell GPUs.
 
 On an H200 at 480p and 720p it runs at 650-690 TFLOP/s against 555-580 for PyTorch's fastest kernel
-(benchmarks/results/attention_h200.json), with the same bf16 attention. A custom op lets compiled layers call it
+(tools/benchmarks/results/attention_h200.json), with the same bf16 attention. A custom op lets compiled layers call it
 without a graph break; it fills diffusers' `flash_4_hub` backend, which would otherwise download the same kernel.
 """
 

@@ -2,7 +2,7 @@
 
 `SPEEDS` maps the notebook's `SPEED` parameter to switch names, in the order they must be applied. The notebook turns
 each switch on in plain sight: diffusers' and PyTorch's public calls written out, and one function here for each of
-the cookbook's own. `cookbook_tools.pipelines.apply` does the same by name (its docstring tables every switch);
+the cookbook's own. `helpers.with_diffusers.pipelines.apply` does the same by name (its docstring tables every switch);
 tests/test_speed.py checks that each exact switch keeps the output.
 """
 
@@ -43,6 +43,21 @@ SPEEDS: dict[str, tuple[tuple[str, ...], str]] = {
         "step; about 11x slower, output changes slightly",
     ),
 }
+# What SPEED turns on in the main notebooks: diffusers' own public switches only, one line each. The cookbook's
+# faster patches (SPEEDS above) are taught by make_it_fast_with_diffusers.ipynb.
+PUBLIC_SPEEDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "none": ((), "diffusers as it comes: the reference output"),
+    "fast": (("compile",), "the transformer's repeated layer compiled (compile_repeated_blocks): the same output"),
+    "turbo": (("compile", "sea_cache"), "compiled, plus SeaCache step caching: faster again, the output changes"),
+    "low_vram": (
+        ("fp8_storage", "vae_tiling"),
+        "float8 weight storage and tiled VAE decoding: Nano at 480p on a 24 GiB GPU; the output changes slightly",
+    ),
+    "min_vram": (
+        ("fp8_storage", "group_offload", "vae_tiling"),
+        "float8 weights streamed layer by layer from CPU memory (group offloading): far slower, for small GPUs",
+    ),
+}
 # Recompilations allowed per compiled function once `compile` is on (PyTorch's default is 8).
 RECOMPILE_LIMIT = 64
 _TEXT_KV_HOOK = "cookbook_text_kv_cache"
@@ -76,12 +91,18 @@ def keep_compiled_code() -> str:
     it before the first compilation and before FlashAttention-4 is imported."""
     import os
 
-    from random_checkpoints import cache_root
+    from helpers.random_checkpoints import cache_root
 
     folder = os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "torch-compile"))
     os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")
     os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR", os.path.join(folder, "flash-attention-4"))
     return folder
+
+
+def public_switches(speed: str) -> tuple[str, ...]:
+    """The diffusers switches the main notebooks turn on for `speed`; an unknown value fails with the allowed ones."""
+    switches(speed)
+    return PUBLIC_SPEEDS[speed][0]
 
 
 def switches(speed: str) -> tuple[str, ...]:

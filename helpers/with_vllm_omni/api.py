@@ -94,6 +94,15 @@ def http_client(
     )
 
 
+def server_timing(response: httpx.Response) -> dict[str, float]:
+    """The server's own time and peak memory for a `/v1/videos/sync` answer (its `X-Inference-Time-S` and
+    `X-Peak-Memory-MB` headers), for the run's manifest."""
+    return {
+        "server_s": float(response.headers["X-Inference-Time-S"]),
+        "server_peak_mb": float(response.headers["X-Peak-Memory-MB"]),
+    }
+
+
 def video_fields(
     settings: GenerationSettings, negative_prompt: str = "", extra_params: dict[str, Any] | None = None
 ) -> dict[str, str]:

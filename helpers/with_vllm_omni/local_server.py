@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 from tqdm.auto import tqdm
 
-import random_checkpoints
+from helpers import random_checkpoints
 from helpers.errors import CookbookError, InvalidSettingError
 from helpers.presets import check_guardrails
 from helpers.with_vllm_omni import serve

@@ -4,7 +4,7 @@ It runs `vllm serve <checkpoint> --omni ...` in the foreground, in an environmen
 torch and transformers differently from the cookbook's `.venv`), created on first use and kept under
 `~/.cache/cosmos3-cookbook/` (or `$COSMOS3_VLLM_OMNI_ENV`):
 
-- on a machine without an NVIDIA GPU: the pinned packages of `vllm_omni_cpu/requirements.txt` (vLLM's CPU build,
+- on a machine without an NVIDIA GPU: the pinned packages of `tools/vllm_omni_cpu/requirements.txt` (vLLM's CPU build,
   vLLM-Omni 0.30.0, diffusers 0.42.1) and the cookbook's CPU platform plugin `vllm_omni_cpu`; the model runs in
   float32 unless `--dtype` says otherwise, since most CPUs emulate bf16 (in a trial with `tiny`, bf16 made start-up
   and a small video several times slower);
@@ -28,13 +28,13 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import random_checkpoints
+from helpers import random_checkpoints
 from helpers import models
 from helpers.errors import CookbookError, ModelUnavailableError
 
 VLLM_OMNI_VERSION = "0.30.0"
 REPOSITORY = Path(__file__).resolve().parents[2]
-PLUGIN = REPOSITORY / "vllm_omni_cpu"
+PLUGIN = REPOSITORY / "tools" / "vllm_omni_cpu"
 LOCK = PLUGIN / "requirements.txt"
 ENV_VAR = "COSMOS3_VLLM_OMNI_ENV"
 # auto | cpu | cuda: the notebook's DEVICE for a server it starts ("cpu" serves on the CPU even where a GPU is).

@@ -7,9 +7,9 @@ loaded with `from_pretrained`), 189 frames, 35 steps, `SPEED="fast"`, at each ti
 the decoded video, as the run's manifest records it. Rows are keyed by (model, GPUs, degrees, tier) and merged into
 `--out`, so GPU counts can be run in separate commands; each row is compared with the 1-GPU row of its tier.
 
-    python benchmarks/parallel_benchmark.py --gpus 1 --out benchmarks/results/parallel_h200.json
-    python benchmarks/parallel_benchmark.py --gpus 2,4 --out benchmarks/results/parallel_h200.json
-    python benchmarks/parallel_benchmark.py --model tiny --device cpu --gpus 1,2 --tiers 256p --frames 9 \\
+    python tools/benchmarks/parallel_benchmark.py --gpus 1 --out tools/benchmarks/results/parallel_h200.json
+    python tools/benchmarks/parallel_benchmark.py --gpus 2,4 --out tools/benchmarks/results/parallel_h200.json
+    python tools/benchmarks/parallel_benchmark.py --model tiny --device cpu --gpus 1,2 --tiers 256p --frames 9 \\
         --steps 2 --out parallel_cpu.json                                                # a smoke check on a CPU
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from helpers import presets, runs
-from parallel_diffusers.launch import run_parallel
-from parallel_diffusers.request import Request
+from helpers.with_diffusers.several_gpus.launch import run_parallel
+from helpers.with_diffusers.several_gpus.request import Request
 
 SEED = 1234
 WARMUP_STEPS = 2

@@ -6,7 +6,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from cookbook_ui import backends
+from helpers.form import backends
 from helpers.errors import InvalidSettingError
 from helpers.presets import GenerationSettings
 from helpers.runs import Output, Run
@@ -38,7 +38,7 @@ def grid(run: Run, results: list[tuple[str, Output]]) -> Any:
     """An HTML grid of players with each variant's settings and time under it."""
     from IPython.display import HTML
 
-    from cookbook_ui.embed import embedded_html
+    from helpers.form.embed import embedded_html
 
     cells = []
     for label, out in results:

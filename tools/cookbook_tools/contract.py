@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "vllm_omni"
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "vllm_omni"
 MODEL = "tiny"
 SMALL = {"model": MODEL, "size": "64x64", "num_frames": "5", "fps": "24", "num_inference_steps": "1", "seed": "1"}
 SMALL_IMAGE = {"model": MODEL, "size": "64x64", "num_inference_steps": 1, "guidance_scale": 1.0, "seed": 3}

@@ -6,8 +6,8 @@ Per tier, in one process: a warm-up image, then a timed image (50 steps, as gpu_
 graph replay is bracketed by CUDA events; then a short image (4 steps) under `torch.cuda.set_sync_debug_mode`, which
 reports every call that makes the host wait for the GPU, counted by source line.
 
-    python benchmarks/image_steps.py --out benchmarks/results/image_steps_h200.json     # Nano, random weights
-    python benchmarks/image_steps.py --arch tiny --device cpu --tiers 256p --steps 3 --out steps_cpu.json
+    python tools/benchmarks/image_steps.py --out tools/benchmarks/results/image_steps_h200.json     # Nano, random weights
+    python tools/benchmarks/image_steps.py --arch tiny --device cpu --tiers 256p --steps 3 --out steps_cpu.json
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from gpu_benchmark import StepClock, build_pipeline, preset_speedups  # noqa: E402
 
-from cookbook_tools import pipelines  # noqa: E402
+from helpers.with_diffusers import pipelines  # noqa: E402
 from helpers import presets, prompts  # noqa: E402
 
 
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(json.dumps(row), flush=True)
         rows.append(row)
     return {"arch": args.arch, "device": torch.cuda.get_device_name() if cuda else args.device,
-            "torch": torch.__version__, "command": " ".join(["benchmarks/image_steps.py", *sys.argv[1:]]),
+            "torch": torch.__version__, "command": " ".join(["tools/benchmarks/image_steps.py", *sys.argv[1:]]),
             "rows": rows}  # fmt: skip
 
 

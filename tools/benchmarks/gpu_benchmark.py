@@ -12,9 +12,9 @@ The baseline runs first; `fast` and `turbo` add switches to the same model (thei
 baseline's); the memory presets `low_vram` and `min_vram` each rebuild the same random weights (same seed) and run
 under a memory cap (`torch.cuda.set_per_process_memory_fraction`).
 
-    python benchmarks/gpu_benchmark.py --out results.json                   # on an H200, the published settings
-    python benchmarks/gpu_benchmark.py --arch tiny --tiers 256p --frames 9 --plan 256p:3 --device cpu  # CPU check
-    python benchmarks/gpu_benchmark.py --table results.json [more.json ...] [--only fast]   # a markdown table
+    python tools/benchmarks/gpu_benchmark.py --out results.json                   # on an H200, the published settings
+    python tools/benchmarks/gpu_benchmark.py --arch tiny --tiers 256p --frames 9 --plan 256p:3 --device cpu  # CPU check
+    python tools/benchmarks/gpu_benchmark.py --table results.json [more.json ...] [--only fast]   # a markdown table
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import random_checkpoints
-from cookbook_tools import pipelines
-from cookbook_tools.pipelines import applied, apply, load_pipeline, skipped
+from helpers import random_checkpoints
+from helpers.with_diffusers import pipelines
+from helpers.with_diffusers.pipelines import applied, apply, load_pipeline, skipped
 from helpers import presets, prompts
 from helpers.with_diffusers import speed
 

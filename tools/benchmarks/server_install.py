@@ -2,9 +2,9 @@
 
 Creates the server's environment in a new folder with pip's cache off (every package downloaded, as on a machine
 that never had it), then starts `tiny` from it and times its readiness. Writes the install time, the environment's
-size on disk and the start-up time to benchmarks/results/server_install_<cpu|cuda>.json.
+size on disk and the start-up time to tools/benchmarks/results/server_install_<cpu|cuda>.json.
 
-    python benchmarks/server_install.py
+    python tools/benchmarks/server_install.py
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Wall time of a whole cookbook notebook on the tiny checkpoint, kernel start included.
 
-    .venv/bin/python benchmarks/notebook_wall_time.py [--notebook run_with_diffusers.ipynb] [--repeats 3]
+    .venv/bin/python tools/benchmarks/notebook_wall_time.py [--notebook run_with_diffusers.ipynb] [--repeats 3]
 
 Each repeat is a fresh `papermill` process (interpreter start, kernel start, imports, checkpoint load, every mode),
 timed from outside. The tiny checkpoint is built into a fresh cache before timing, so its one-time build is not
-counted, just as a user's second run would not pay it. Results go to benchmarks/results/<notebook>_cpu.json.
+counted, just as a user's second run would not pay it. Results go to tools/benchmarks/results/<notebook>_cpu.json.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import random_checkpoints
+from helpers import random_checkpoints
 from cookbook_tools import notebooks
 from helpers import environment
 from helpers.assets import notebook_path
@@ -72,7 +72,7 @@ def main() -> int:
         "generation_s_by_mode_last_run": per_mode[-1],
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), **environment.versions()},
         "measured": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": f"python benchmarks/notebook_wall_time.py --notebook {args.notebook} --repeats {args.repeats}",
+        "command": f"python tools/benchmarks/notebook_wall_time.py --notebook {args.notebook} --repeats {args.repeats}",
     }
     path = results_dir / f"{Path(args.notebook).stem}_cpu.json"
     path.write_text(json.dumps(result, indent=2) + "\n")

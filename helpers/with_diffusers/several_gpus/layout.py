@@ -109,7 +109,7 @@ def join(degrees: Degrees, device: str = "cuda", timeout: datetime.timedelta | N
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         raise InvalidSettingError(
             "The parallel runner is started by torchrun, which tells each process its rank: use "
-            "`parallel_diffusers.launch.torchrun_command(request)` (or `torchrun --nproc-per-node N -m "
+            "`helpers.with_diffusers.several_gpus.launch.torchrun_command(request)` (or `torchrun --nproc-per-node N -m "
             "parallel_diffusers ...`)."
         )
     world = int(os.environ["WORLD_SIZE"])

@@ -95,7 +95,7 @@ class DiffusersBackend:
         self.pipe = pipe
 
     def generate(self, request: Request, gen: Generation, on_progress: ProgressCallback, stop: StopCheck) -> None:
-        from cookbook_tools import pipelines
+        from helpers.with_diffusers import pipelines
 
         total = request.settings.num_inference_steps
         stopped_at: list[int] = []

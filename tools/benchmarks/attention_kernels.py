@@ -9,8 +9,8 @@ as the pipeline calls it. Backends: `native` (PyTorch SDPA's own choice, the pip
 (FlashAttention-4 from `MIN_QUERY_TOKENS` queries, SDPA below). Reports the median time per call (host time
 included where the host is the slower side), TFLOP/s, and the largest deviation from `native`.
 
-    python benchmarks/attention_kernels.py --out benchmarks/results/attention_h200.json
-    python benchmarks/attention_kernels.py --table benchmarks/results/attention_h200.json
+    python tools/benchmarks/attention_kernels.py --out tools/benchmarks/results/attention_h200.json
+    python tools/benchmarks/attention_kernels.py --table tools/benchmarks/results/attention_h200.json
 """
 
 from __future__ import annotations

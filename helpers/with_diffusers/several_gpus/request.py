@@ -15,7 +15,7 @@ from helpers import presets
 from helpers.errors import InvalidSettingError
 from helpers.presets import GenerationSettings
 from helpers.with_diffusers import loading, speed
-from parallel_diffusers.layout import Degrees, degrees_for
+from helpers.with_diffusers.several_gpus.layout import Degrees, degrees_for
 
 # The SPEED values that run on several GPUs: their switches give the same output as one GPU, up to noise. `turbo`'s
 # step caching decides per rank whether to skip work, which would desynchronise the ranks; the memory presets
@@ -118,7 +118,7 @@ class Request:
     @classmethod
     def parse(cls, argv: list[str] | None = None) -> Request:
         """The request that `arguments()` wrote (unknown flags are an error)."""
-        parser = argparse.ArgumentParser(prog="python -m parallel_diffusers", description=__doc__)
+        parser = argparse.ArgumentParser(prog="python -m helpers.with_diffusers.several_gpus", description=__doc__)
         for field in dataclasses.fields(cls):
             flag = "--" + field.name.replace("_", "-")
             if field.type == "bool":

@@ -4,8 +4,8 @@ process, as a new notebook kernel is: it builds the model, turns the switches on
 and then a second one (the steady time). The caches sit in one folder given to every run (`TORCHINDUCTOR_CACHE_DIR`,
 FlashAttention-4's kernels under it); the cold run starts with it empty.
 
-    python benchmarks/cold_start.py --out benchmarks/results/cold_start_h200.json        # Nano, random weights
-    python benchmarks/cold_start.py --arch tiny --device cpu --frames 9 --steps 3 --out cold_cpu.json
+    python tools/benchmarks/cold_start.py --out tools/benchmarks/results/cold_start_h200.json        # Nano, random weights
+    python tools/benchmarks/cold_start.py --arch tiny --device cpu --frames 9 --steps 3 --out cold_cpu.json
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 
 RUN = """
 import json, sys, time
-sys.path.insert(0, "benchmarks")
+sys.path.insert(0, "tools/benchmarks")
 from gpu_benchmark import StepClock, build_pipeline, generate, preset_speedups
-from cookbook_tools import pipelines
+from helpers.with_diffusers import pipelines
 arch, device, speed_name, mode, tier, frames, steps, count = sys.argv[1:9]
 started = time.perf_counter()
 pipe = build_pipeline(arch, device)

@@ -1,15 +1,15 @@
 """Time from nothing to the first video on each route, and what a shared server does with several clients at once.
 
 Diffusers: a fresh Python process imports the libraries, resolves MODEL, loads it with `from_pretrained`, moves it
-to the device and makes one text-to-video (the notebook's cells, through `cookbook_tools.pipelines`). vLLM-Omni:
+to the device and makes one text-to-video (the notebook's cells, through `helpers.with_diffusers.pipelines`). vLLM-Omni:
 the real server (`vllm serve MODEL --omni`, as the notebook starts it) is started, waited for until ready, and sent
 the same request over HTTP. Then
 four clients send a job each at the same time; each one's total by its own clock, the job record's
 `inference_time_s` (from the moment the server accepted the job) and its `stage_durations` are recorded.
-Results: benchmarks/results/first_video_<device>.json.
+Results: tools/benchmarks/results/first_video_<device>.json.
 
-    python benchmarks/first_video.py                                   # tiny checkpoint, smoke preset, CPU
-    python benchmarks/first_video.py --model nano-random --preset draft --speed fast --device cuda --tier 256p
+    python tools/benchmarks/first_video.py                                   # tiny checkpoint, smoke preset, CPU
+    python tools/benchmarks/first_video.py --model nano-random --preset draft --speed fast --device cuda --tier 256p
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ DIFFUSERS_RUN = """
 import json, sys, time
 started = time.perf_counter()
 import torch, diffusers
-from cookbook_tools.pipelines import generate, load_pipeline
+from helpers.with_diffusers.pipelines import generate, load_pipeline
 from helpers import presets, prompts
 imported = time.perf_counter()
 model, preset, speed, device, tier = sys.argv[1:6]

@@ -136,7 +136,8 @@ def prompt_text(settings: GenerationSettings, caption: dict[str, Any] | None = N
         caption = load(settings.mode)
     elif not isinstance(caption, dict):
         raise InvalidSettingError(
-            f"caption must be a dict (a structured JSON prompt, e.g. prompts.load('t2v')), not {type(caption).__name__}."
+            "caption must be a dict (a structured JSON prompt, e.g. prompts.load('t2v')), "
+            f"not {type(caption).__name__}."
         )
     caption = with_metadata(caption, settings.width, settings.height, settings.num_frames, settings.fps)
     return compact(caption)

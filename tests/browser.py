@@ -249,17 +249,29 @@ def start_jupyterlab(workdir: Path) -> JupyterLab:
     for _attempt in range(3):  # a free port can be taken between choosing it and binding it
         port, token = _free_port(), secrets.token_hex(16)
         cmd = [
-            sys.executable, "-m", "jupyterlab",
-            "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
-            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             "--LabApp.expose_app_in_browser=True",
-        ]  # fmt: skip
+        ]
         with log.open("ab") as out:
             process = subprocess.Popen(
-                cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cmd,
+                cwd=root,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         lab = JupyterLab(root=root, port=port, token=token, process=process, log=log)
         try:
             lab.wait_until_up()

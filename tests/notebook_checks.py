@@ -71,8 +71,11 @@ def check_run(
             assert abs(info.audio.duration_s - s.duration_s) < 1e-3
         # The manifest reports what the file holds, not what was asked.
         assert (out["width"], out["height"], out["num_frames"], out["has_audio"]) == (
-            info.width, info.height, info.num_frames, info.has_audio,
-        )  # fmt: skip
+            info.width,
+            info.height,
+            info.num_frames,
+            info.has_audio,
+        )
     if shifts:
         # Each shift really changed the schedule: with the published Karras scheduler and no
         # `use_karras_sigmas=False`, the three videos were the same.

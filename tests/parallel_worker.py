@@ -29,8 +29,17 @@ def main(out: Path) -> None:
     world = int(os.environ["WORLD_SIZE"])
     # 2 processes: CFG 2, then context 2; 4 processes: CFG 2 x context 2.
     for cfg, context in [(2, 1), (1, 2)] if world == 2 else [(2, world // 2)]:
-        request = Request(model="tiny", gpus=world, cfg=cfg, context=context, modes=MODES, preset="smoke",
-                          speed="none", steps=STEPS, device="cpu").check()  # fmt: skip
+        request = Request(
+            model="tiny",
+            gpus=world,
+            cfg=cfg,
+            context=context,
+            modes=MODES,
+            preset="smoke",
+            speed="none",
+            steps=STEPS,
+            device="cpu",
+        ).check()
         place = layout.join(request.degrees, "cpu")
         pipe, _ = load_pipeline("tiny", device="cpu")
         apply(pipe, SWITCHES)

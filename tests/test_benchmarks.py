@@ -19,26 +19,68 @@ def _run(args: list[str]) -> None:
 
 def test_gpu_benchmark_times_every_preset_and_a_memory_cap_in_one_process(tmp_path: Path) -> None:
     out = tmp_path / "table.json"
-    _run(["tools/benchmarks/gpu_benchmark.py", "--arch", "tiny", "--device", "cpu", "--modes", "t2v,t2i", "--tiers", "256p",
-          "--frames", "9", "--plan", "256p:2", "--presets", "baseline,fast,low_vram", "--caps", "low_vram:256p:24:2",
-          "--out", str(out)])  # fmt: skip
+    _run(
+        [
+            "tools/benchmarks/gpu_benchmark.py",
+            "--arch",
+            "tiny",
+            "--device",
+            "cpu",
+            "--modes",
+            "t2v,t2i",
+            "--tiers",
+            "256p",
+            "--frames",
+            "9",
+            "--plan",
+            "256p:2",
+            "--presets",
+            "baseline,fast,low_vram",
+            "--caps",
+            "low_vram:256p:24:2",
+            "--out",
+            str(out),
+        ]
+    )
     rows = json.loads(out.read_text())["rows"]
     assert [(r["preset"], r["mode"]) for r in rows] == [
-        ("baseline", "t2v"), ("baseline", "t2i"), ("fast", "t2v"), ("fast", "t2i"), ("low_vram", "t2v"),
-    ]  # fmt: skip
+        ("baseline", "t2v"),
+        ("baseline", "t2i"),
+        ("fast", "t2v"),
+        ("fast", "t2i"),
+        ("low_vram", "t2v"),
+    ]
     image = next(r for r in rows if r["preset"] == "fast" and r["mode"] == "t2i")
     assert image["steps_timed"] == image["steps"] == 50 and not image["extrapolated"]  # images: every step
     assert all("psnr_db" in r for r in rows if r["preset"] != "baseline")  # each compared with the baseline
     assert rows[-1]["cap_gib"] == 24.0 and "text_tower_offload" in rows[-1]["speedups"]
-    table = subprocess.run([sys.executable, "tools/benchmarks/gpu_benchmark.py", "--table", str(out)], cwd=REPO,
-                           check=True, capture_output=True, text=True).stdout  # fmt: skip
+    table = subprocess.run(
+        [sys.executable, "tools/benchmarks/gpu_benchmark.py", "--table", str(out)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert table.count("\n| t2") == len(rows)
 
 
 def test_cold_start_runs_each_speed_in_its_own_process_with_one_shared_cache(tmp_path: Path) -> None:
     out = tmp_path / "cold.json"
-    _run(["tools/benchmarks/cold_start.py", "--arch", "tiny", "--device", "cpu", "--frames", "9", "--steps", "2",
-          "--out", str(out)])  # fmt: skip
+    _run(
+        [
+            "tools/benchmarks/cold_start.py",
+            "--arch",
+            "tiny",
+            "--device",
+            "cpu",
+            "--frames",
+            "9",
+            "--steps",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     rows = json.loads(out.read_text())["rows"]
     assert [r["run"] for r in rows] == ["none", "fast, cold", "fast, warm"]
     assert all(r["first"]["frames"] == 9 and r["first"]["total_s"] > 0 for r in rows)
@@ -47,8 +89,21 @@ def test_cold_start_runs_each_speed_in_its_own_process_with_one_shared_cache(tmp
 
 def test_image_steps_reports_each_tiers_step_time(tmp_path: Path) -> None:
     out = tmp_path / "steps.json"
-    _run(["tools/benchmarks/image_steps.py", "--arch", "tiny", "--device", "cpu", "--tiers", "256p,480p", "--steps", "3",
-          "--out", str(out)])  # fmt: skip
+    _run(
+        [
+            "tools/benchmarks/image_steps.py",
+            "--arch",
+            "tiny",
+            "--device",
+            "cpu",
+            "--tiers",
+            "256p,480p",
+            "--steps",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
     rows = json.loads(out.read_text())["rows"]
     assert [r["tier"] for r in rows] == ["256p", "480p"]
     # No CUDA graphs here: the graph and host-wait fields appear only on a GPU.

@@ -36,8 +36,11 @@ def test_gallery_page_plays_every_output_of_the_demo(tmp_path: Path, page: Any) 
     require_chromium()
     demo = subprocess.run(
         [sys.executable, "-m", "cookbook_tools.demo", "--output-dir", str(tmp_path), "--modes", MODES],
-        cwd=REPO, capture_output=True, text=True, timeout=360,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=360,
+    )
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     gallery = tmp_path / "gallery.html"
     assert f"Gallery of every output: {gallery}" in demo.stdout

@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.with_diffusers import pipelines
-from helpers.form import backends
 from helpers import media, presets, prompts
-from helpers.with_diffusers import calls
+from helpers.form import backends
+from helpers.with_diffusers import calls, pipelines
 
 
 def _final_latents(pipe, settings, video) -> torch.Tensor:

@@ -20,18 +20,38 @@ MODULE_NAMES = [
     ("diffusers.hooks.hooks", "StateManager", "text_kv_cache (speed.py)"),
     ("diffusers.models.attention_dispatch", "_HUB_KERNELS_REGISTRY", "flash_attention (flash_attention.py)"),
     ("diffusers.models.modeling_utils", "get_parameter_device", "speed.device_of"),
-    ("diffusers.models.autoencoders.autoencoder_kl_wan", "WanCausalConv3d", "split VAE decode (parallel_diffusers)"),
-    ("diffusers.models.autoencoders.autoencoder_kl_wan", "WanAttentionBlock", "split VAE decode (parallel_diffusers)"),
-    ("diffusers.models.autoencoders.vae", "DecoderOutput", "split VAE decode (parallel_diffusers)"),
+    ("diffusers.models.autoencoders.autoencoder_kl_wan", "WanCausalConv3d", "split VAE decode (several_gpus)"),
+    ("diffusers.models.autoencoders.autoencoder_kl_wan", "WanAttentionBlock", "split VAE decode (several_gpus)"),
+    ("diffusers.models.autoencoders.vae", "DecoderOutput", "split VAE decode (several_gpus)"),
 ]
 # Attributes of one decoder layer (and its attention) that the text K/V cache reads.
-LAYER_NAMES = ("input_layernorm", "input_layernorm_moe_gen", "post_attention_layernorm",
-               "post_attention_layernorm_moe_gen", "mlp", "mlp_moe_gen")  # fmt: skip
+LAYER_NAMES = (
+    "input_layernorm",
+    "input_layernorm_moe_gen",
+    "post_attention_layernorm",
+    "post_attention_layernorm_moe_gen",
+    "mlp",
+    "mlp_moe_gen",
+)
 ATTENTION_NAMES = (
-    "to_k", "to_v", "norm_k", "k_norm_und_for_gen", "add_q_proj", "add_k_proj", "add_v_proj", "norm_added_q",
-    "norm_added_k", "to_add_out", "num_attention_heads", "num_key_value_heads", "head_dim", "processor",
-    "to_q", "norm_q", "to_out",  # and context parallelism's processor (parallel_diffusers)
-)  # fmt: skip
+    "to_k",
+    "to_v",
+    "norm_k",
+    "k_norm_und_for_gen",
+    "add_q_proj",
+    "add_k_proj",
+    "add_v_proj",
+    "norm_added_q",
+    "norm_added_k",
+    "to_add_out",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "processor",
+    "to_q",
+    "norm_q",
+    "to_out",  # and context parallelism's processor (several_gpus)
+)
 
 
 def _gone(name: str, needed_by: str) -> str:
@@ -92,14 +112,14 @@ def test_the_parallel_runner_finds_its_seams(tiny_pipe) -> None:
     pipe, _ = tiny_pipe
     forward = inspect.getsource(type(pipe.transformer).forward)
     for seam in ("_cp_shard_fn", "_cp_gather_fn"):
-        assert seam in forward, _gone(f"the transformer's {seam} seam", "context parallelism (parallel_diffusers)")
+        assert seam in forward, _gone(f"the transformer's {seam} seam", "context parallelism (several_gpus)")
     call = inspect.getsource(type(pipe).__call__)
     for used in ("self.tokenize_prompt(", "self.transformer.cache_context(", '"cond"', '"uncond"'):
-        assert used in call, _gone(f"{used!r} in Cosmos3OmniPipeline.__call__", "CFG parallelism (parallel_diffusers)")
+        assert used in call, _gone(f"{used!r} in Cosmos3OmniPipeline.__call__", "CFG parallelism (several_gpus)")
     for name in ("do_classifier_free_guidance", "num_timesteps"):
         assert isinstance(getattr(type(pipe), name, None), property), _gone(name, "the parallel runner")
     conv = next(m for m in pipe.vae.decoder.modules() if isinstance(m, WanCausalConv3d))
-    assert len(conv._padding) == 6, _gone("WanCausalConv3d._padding", "split VAE decode (parallel_diffusers)")
+    assert len(conv._padding) == 6, _gone("WanCausalConv3d._padding", "split VAE decode (several_gpus)")
     assert list(inspect.signature(type(conv).forward).parameters) == ["self", "x", "cache_x"], _gone(
         "WanCausalConv3d.forward(x, cache_x)", "first_frame_2d"
     )

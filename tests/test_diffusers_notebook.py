@@ -9,16 +9,30 @@ import sys
 import nbformat
 import papermill
 import pytest
-
 from cookbook_tools import notebooks
+
 from helpers.assets import notebook_path
 from tests.notebook_checks import ALL_MODES, check_run, error_outputs
 
 NAME = "run_with_diffusers.ipynb"
 TEST_PARAMETERS = {
-    "MODEL", "PRESET", "TIER", "ASPECT_RATIO", "SPEED", "SEED", "MODES", "OUTPUT_DIR", "IMAGE", "VIDEO", "GUARDRAILS",
-    "DEVICE", "GPUS", "COMPARE", "PROGRESS", "KEEP_LOADED",
-}  # fmt: skip
+    "MODEL",
+    "PRESET",
+    "TIER",
+    "ASPECT_RATIO",
+    "SPEED",
+    "SEED",
+    "MODES",
+    "OUTPUT_DIR",
+    "IMAGE",
+    "VIDEO",
+    "GUARDRAILS",
+    "DEVICE",
+    "GPUS",
+    "COMPARE",
+    "PROGRESS",
+    "KEEP_LOADED",
+}
 
 pytestmark = pytest.mark.notebook
 
@@ -35,9 +49,15 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(tmp_p
     executed = notebooks.execute(
         NAME,
         tmp_path / "out.ipynb",
-        {"MODEL": "tiny", "PRESET": "smoke", "SEED": 5, "OUTPUT_DIR": str(tmp_path / "media"), "COMPARE": "smoke",
-         "PROGRESS": False},
-    )  # fmt: skip
+        {
+            "MODEL": "tiny",
+            "PRESET": "smoke",
+            "SEED": 5,
+            "OUTPUT_DIR": str(tmp_path / "media"),
+            "COMPARE": "smoke",
+            "PROGRESS": False,
+        },
+    )
     assert error_outputs(executed) == []
     run_dir = notebooks.run_folder_from(executed)
     assert run_dir.parent == tmp_path / "media"
@@ -77,8 +97,11 @@ def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
     nbformat.write(papermill.parameterize.parameterize_notebook(nb, params), tmp_path / NAME)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--nbmake", "-p", "no:cacheprovider", "-q", str(tmp_path / NAME)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "1 passed" in result.stdout
     (run_dir,) = (tmp_path / "media").iterdir()

@@ -10,10 +10,9 @@ import pytest
 import torch
 from diffusers.models.attention_dispatch import AttentionBackendName, dispatch_attention_fn
 
-from helpers.with_diffusers import pipelines
-from helpers.with_diffusers.pipelines import load_pipeline
 from helpers import presets
-from helpers.with_diffusers import flash_attention, speed
+from helpers.with_diffusers import flash_attention, pipelines, speed
+from helpers.with_diffusers.pipelines import load_pipeline
 
 
 def test_cpu_is_refused_with_a_reason():

@@ -11,12 +11,12 @@ import numpy as np
 import openai
 import pytest
 
-from helpers.with_diffusers.pipelines import load_pipeline
-from helpers.form import backends, compare
-from helpers.form.widget import GenerationForm
 from helpers import media, presets
 from helpers.errors import InvalidSettingError, MediaError
+from helpers.form import backends, compare
+from helpers.form.widget import GenerationForm
 from helpers.runs import Run
+from helpers.with_diffusers.pipelines import load_pipeline
 from helpers.with_vllm_omni.local_server import LocalServer
 from tests.conftest import SERVER_KEY
 
@@ -59,8 +59,15 @@ def test_free_text_prompt_and_uploaded_image(diffusers_form, tmp_path):
     media.write_image(image, media.read_frames(presets_image())[:1])
     diffusers_form.mode.value = "i2v"
     diffusers_form.prompt.value = "A red crane turns slowly against a dusk sky."
-    diffusers_form.upload.value = ({"name": "mine.png", "type": "image/png", "size": image.stat().st_size,
-                                     "content": memoryview(image.read_bytes()), "last_modified": NOW},)  # fmt: skip
+    diffusers_form.upload.value = (
+        {
+            "name": "mine.png",
+            "type": "image/png",
+            "size": image.stat().st_size,
+            "content": memoryview(image.read_bytes()),
+            "last_modified": NOW,
+        },
+    )
     diffusers_form.submit()
     _check_video(diffusers_form, 17, sound=False)
     assert (diffusers_form.run.path / "inputs" / "mine.png").read_bytes() == image.read_bytes()
@@ -83,8 +90,9 @@ def test_bad_values_are_shown_in_the_form_and_kept_in_last_error(diffusers_form)
 
 def test_unreadable_upload_is_reported_not_swallowed(diffusers_form):
     diffusers_form.mode.value = "v2v"
-    diffusers_form.upload.value = ({"name": "clip.mp4", "type": "video/mp4", "size": 5,
-                                     "content": memoryview(b"junk!"), "last_modified": NOW},)  # fmt: skip
+    diffusers_form.upload.value = (
+        {"name": "clip.mp4", "type": "video/mp4", "size": 5, "content": memoryview(b"junk!"), "last_modified": NOW},
+    )
     diffusers_form.click_generate()  # the button path: runs in a worker thread
     diffusers_form.wait(120)
     assert isinstance(diffusers_form.last_error, MediaError)
@@ -122,8 +130,12 @@ def test_the_form_drives_a_vllm_omni_server_the_same_way(omni_client, tmp_path, 
     # own Cosmos 3 code, tests/test_vllm_notebook.py): in the frames the model generates (those another seed changes),
     # the two backends differ by less than half of what another seed changes there. Measured: a fifth to a quarter.
     pipe, _ = tiny_pipe
-    local = GenerationForm(backends.DiffusersBackend(pipe), Run.create(tmp_path / "d", backend="diffusers",
-                           model="tiny", sample_rate=48000), preset="smoke", seed=3)  # fmt: skip
+    local = GenerationForm(
+        backends.DiffusersBackend(pipe),
+        Run.create(tmp_path / "d", backend="diffusers", model="tiny", sample_rate=48000),
+        preset="smoke",
+        seed=3,
+    )
     local.mode.value = mode
     local.num_frames.value = 9
     local.submit()
@@ -164,9 +176,10 @@ def test_comparison_keeps_prompt_and_seed_and_shows_each_variant(tiny_pipe, tmp_
     backend = backends.DiffusersBackend(pipe)
     variants = [
         compare.Variant("2 steps", backend, presets.settings_for("t2v", "smoke", num_frames=5, seed=1)),
-        compare.Variant("3 steps", backend, presets.settings_for("t2v", "smoke", num_frames=5, seed=1,
-                                                                 num_inference_steps=3)),
-    ]  # fmt: skip
+        compare.Variant(
+            "3 steps", backend, presets.settings_for("t2v", "smoke", num_frames=5, seed=1, num_inference_steps=3)
+        ),
+    ]
     results = compare.compare(run, variants)
     assert [label for label, _ in results] == ["2 steps", "3 steps"]
     assert compare.grid(run, results).data.count("<video") == 2

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from cookbook_tools import notebooks
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
-from cookbook_tools import notebooks
 from helpers import presets
 from helpers.assets import notebook_path
 from tests.notebook_checks import check_run, error_outputs
@@ -54,10 +54,23 @@ def _run_nbmake(name: str, parameters: dict[str, object], folder: Path) -> Path:
     copy = folder / name
     nbformat.write(parameterize_notebook(load_notebook_node(str(notebook_path(name))), parameters), copy)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbmake", "--nbmake-timeout=1800", "--overwrite", "-q",
-         "-p", "no:cacheprovider", str(copy)],
-        cwd=folder, capture_output=True, text=True, timeout=3600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbmake",
+            "--nbmake-timeout=1800",
+            "--overwrite",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(copy),
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return copy
 
@@ -126,8 +139,8 @@ def test_cuda_graphs_give_the_image_that_launching_each_kernel_gives(monkeypatch
     written into the tensors the graphs read) and for a longer one (recorded again)."""
     import numpy as np
 
-    from helpers.with_diffusers import pipelines
     from helpers import prompts
+    from helpers.with_diffusers import pipelines
 
     _require_cuda()
     pipe = pipelines.load_pipeline("tiny", device="cuda")[0]

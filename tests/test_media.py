@@ -94,8 +94,8 @@ def test_encoding_is_byte_for_byte_reproducible_after_pipeline_work(tiny_pipe, t
     libx264's default preset broke this (decoded frames up to 60 levels apart), most often for pipeline output
     encoded right after other media work; so: several sizes, interleaved with decoding and generation.
     """
-    from helpers.with_diffusers import pipelines
     from helpers import presets
+    from helpers.with_diffusers import pipelines
 
     pipe, _ = tiny_pipe
     for width, height in [(160, 96), (192, 96), (64, 64)]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-
 from cookbook_tools import contract
+
 from helpers.with_vllm_omni import api
 from helpers.with_vllm_omni.local_server import LocalServer
 from tests.conftest import SERVER_KEY

@@ -11,8 +11,8 @@ from pathlib import Path
 import helpers
 
 REPO = Path(__file__).resolve().parent.parent
-# Every importable module of the project's packages; `helpers.with_diffusers.several_gpus.__main__` runs a rank of a parallel run, by
-# design.
+# Every importable module of the project's packages; `helpers.with_diffusers.several_gpus.__main__` runs a rank of a
+# parallel run, by design.
 PACKAGES = ("helpers", "cookbook_tools")
 
 

@@ -1,4 +1,4 @@
-"""The Diffusers route on several processes (`parallel_diffusers`), on the CPU over gloo with the tiny checkpoint.
+"""The Diffusers route on several processes (`helpers.with_diffusers.several_gpus`), on the CPU over gloo with the tiny checkpoint.
 
 The parallel runs are real: torchrun starts the processes, each loads the tiny checkpoint with `from_pretrained`, and
 they talk over torch.distributed. Their frames and sound are compared with one process making the notebook's call.
@@ -21,10 +21,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.with_diffusers import pipelines
 from helpers import media, presets, prompts, runs
 from helpers.errors import InvalidSettingError
-from helpers.with_diffusers import calls, speed
+from helpers.with_diffusers import calls, pipelines, speed
 from helpers.with_diffusers.several_gpus import launch, layout
 from helpers.with_diffusers.several_gpus.request import Request
 from helpers.with_diffusers.several_gpus.split_decode import row_split
@@ -41,9 +40,16 @@ STEPS = 3  # as tests/parallel_worker.py: step 0 records the text cache, steps 1
 
 @pytest.mark.parametrize(
     ("gpus", "cfg", "context", "want"),
-    [(1, None, None, (1, 1)), (2, None, None, (2, 1)), (4, None, None, (2, 2)), (8, None, None, (2, 4)),
-     (3, None, None, (1, 3)), (4, 1, None, (1, 4)), (4, None, 4, (1, 4))],
-)  # fmt: skip
+    [
+        (1, None, None, (1, 1)),
+        (2, None, None, (2, 1)),
+        (4, None, None, (2, 2)),
+        (8, None, None, (2, 4)),
+        (3, None, None, (1, 3)),
+        (4, 1, None, (1, 4)),
+        (4, None, 4, (1, 4)),
+    ],
+)
 def test_gpus_are_shared_out_cfg_first_then_context(gpus, cfg, context, want):
     degrees = layout.degrees_for(gpus, cfg, context)
     assert (degrees.cfg, degrees.context) == want and degrees.world_size == gpus
@@ -63,16 +69,36 @@ def test_the_torchrun_command_is_an_argument_list_the_runner_reads_back():
     command = launch.torchrun_command(request)
     assert command[: command.index("-m")] == [*launch.torchrun(), "--standalone", "--nproc-per-node", "4"]
     flags = command[command.index("helpers.with_diffusers.several_gpus") + 1 :]
-    assert flags == ["--model", "nano-random", "--gpus", "4", "--modes", "t2v", "--preset", "quality", "--tiers",
-                     "720p", "--speed", "fast", "--seed", "0", "--output-dir", "outputs"]  # fmt: skip
+    assert flags == [
+        "--model",
+        "nano-random",
+        "--gpus",
+        "4",
+        "--modes",
+        "t2v",
+        "--preset",
+        "quality",
+        "--tiers",
+        "720p",
+        "--speed",
+        "fast",
+        "--seed",
+        "0",
+        "--output-dir",
+        "outputs",
+    ]
     assert Request.parse(flags) == request
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [({"speed": "turbo"}, "SPEED='turbo' does not run on several GPUs"), ({"decode": "tiles"}, "decode='tiles'"),
-     ({"tiers": "1080p"}, "Unknown resolution tier '1080p'"), ({"modes": "t2v,x"}, "Unknown mode 'x'")],
-)  # fmt: skip
+    [
+        ({"speed": "turbo"}, "SPEED='turbo' does not run on several GPUs"),
+        ({"decode": "tiles"}, "decode='tiles'"),
+        ({"tiers": "1080p"}, "Unknown resolution tier '1080p'"),
+        ({"modes": "t2v,x"}, "Unknown mode 'x'"),
+    ],
+)
 def test_a_bad_request_fails_before_any_process_starts(change, message):
     with pytest.raises(InvalidSettingError, match=message):
         launch.torchrun_command(Request(gpus=2, **change))
@@ -155,16 +181,29 @@ def _notebook_run(pipe, checkpoint, output_dir: Path) -> runs.Run:
 
 def test_the_runner_writes_the_files_and_manifest_the_notebook_writes(tiny_pipe, tmp_path, _isolated_cache):
     pipe, checkpoint = tiny_pipe
-    request = Request(model="tiny", gpus=2, modes=",".join(MODES), preset="smoke", speed="none",
-                      output_dir=str(tmp_path / "parallel"), device="cpu")  # fmt: skip
+    request = Request(
+        model="tiny",
+        gpus=2,
+        modes=",".join(MODES),
+        preset="smoke",
+        speed="none",
+        output_dir=str(tmp_path / "parallel"),
+        device="cpu",
+    )
     lines: list[str] = []
     run_dir = launch.run_parallel(request, echo=lines.append)
     notebook = _notebook_run(pipe, checkpoint, tmp_path / "notebook")
 
     assert any(line == f"run folder: {run_dir}" for line in lines)
     got, want = (json.loads((path / runs.MANIFEST_NAME).read_text()) for path in (run_dir, notebook.path))
-    parallel_info = {"gpus": 0, "processes": 2, "cfg_degree": 2, "context_degree": 1, "process_group": "gloo",
-                     "vae_decode": "split"}  # fmt: skip
+    parallel_info = {
+        "gpus": 0,
+        "processes": 2,
+        "cfg_degree": 2,
+        "context_degree": 1,
+        "process_group": "gloo",
+        "vae_decode": "split",
+    }
     assert got["info"] == {**want["info"], **parallel_info}
     assert got["backend"] == want["backend"] == "diffusers" and got["model"] == want["model"]
     assert len(got["outputs"]) == len(want["outputs"]) == 3  # t2v.mp4, t2v_sound.mp4, t2v_sound.wav
@@ -194,8 +233,14 @@ def test_the_runner_writes_the_files_and_manifest_the_notebook_writes(tiny_pipe,
 
 
 def test_a_failed_run_raises_with_the_end_of_its_output(tmp_path, _isolated_cache):
-    request = Request(model=str(tmp_path / "no-such-checkpoint"), gpus=2, preset="smoke", speed="none",
-                      output_dir=str(tmp_path), device="cpu")  # fmt: skip
+    request = Request(
+        model=str(tmp_path / "no-such-checkpoint"),
+        gpus=2,
+        preset="smoke",
+        speed="none",
+        output_dir=str(tmp_path),
+        device="cpu",
+    )
     cause = "rank 0: ModelUnavailableError: MODEL=.*no-such-checkpoint' is written as a path, and there is no folder"
     with pytest.raises(launch.ParallelRunError, match=f"(?s)exited with 1.*{cause}"):
         launch.run_parallel(request, echo=lambda line: None)

@@ -9,13 +9,22 @@ from helpers import presets
 from helpers.errors import InvalidSettingError
 
 PUBLISHED = {
-    ("256p", "16:9"): (320, 192), ("256p", "4:3"): (320, 256), ("256p", "1:1"): (256, 256),
-    ("256p", "3:4"): (256, 320), ("256p", "9:16"): (192, 320),
-    ("480p", "16:9"): (832, 480), ("480p", "4:3"): (736, 544), ("480p", "1:1"): (640, 640),
-    ("480p", "3:4"): (544, 736), ("480p", "9:16"): (480, 832),
-    ("720p", "16:9"): (1280, 720), ("720p", "4:3"): (1104, 832), ("720p", "1:1"): (960, 960),
-    ("720p", "3:4"): (832, 1104), ("720p", "9:16"): (720, 1280),
-}  # fmt: skip
+    ("256p", "16:9"): (320, 192),
+    ("256p", "4:3"): (320, 256),
+    ("256p", "1:1"): (256, 256),
+    ("256p", "3:4"): (256, 320),
+    ("256p", "9:16"): (192, 320),
+    ("480p", "16:9"): (832, 480),
+    ("480p", "4:3"): (736, 544),
+    ("480p", "1:1"): (640, 640),
+    ("480p", "3:4"): (544, 736),
+    ("480p", "9:16"): (480, 832),
+    ("720p", "16:9"): (1280, 720),
+    ("720p", "4:3"): (1104, 832),
+    ("720p", "1:1"): (960, 960),
+    ("720p", "3:4"): (832, 1104),
+    ("720p", "9:16"): (720, 1280),
+}
 
 
 @pytest.mark.parametrize(("tier", "ratio"), sorted(PUBLISHED))
@@ -31,8 +40,13 @@ def test_default_preset_matches_the_published_video_and_image_settings():
     assert (v.num_inference_steps, v.guidance_scale, v.flow_shift, v.enable_sound) == (35, 6.0, 10.0, False)
     i = presets.settings_for("t2i", "default")
     assert (i.width, i.height, i.num_frames, i.num_inference_steps, i.guidance_scale, i.flow_shift) == (
-        1024, 1024, 1, 50, 4.0, 3.0,
-    )  # fmt: skip
+        1024,
+        1024,
+        1,
+        50,
+        4.0,
+        3.0,
+    )
 
 
 def test_named_presets_cover_the_tiers():
@@ -49,8 +63,18 @@ def test_sound_modes_turn_sound_on_and_others_leave_it_off():
 
 
 def test_overrides_are_applied():
-    s = presets.settings_for("t2v", "smoke", num_frames=9, fps=16, seed=7, num_inference_steps=3,
-                             guidance_scale=1.0, flow_shift=5.0, width=320, height=176)  # fmt: skip
+    s = presets.settings_for(
+        "t2v",
+        "smoke",
+        num_frames=9,
+        fps=16,
+        seed=7,
+        num_inference_steps=3,
+        guidance_scale=1.0,
+        flow_shift=5.0,
+        width=320,
+        height=176,
+    )
     assert (s.num_frames, s.fps, s.seed, s.num_inference_steps, s.guidance_scale, s.flow_shift) == (
         9,
         16,

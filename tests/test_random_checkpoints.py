@@ -7,14 +7,13 @@ import json
 
 import numpy as np
 import pytest
+import random_checkpoints as tiny_checkpoint
 import torch
 from transformers import AutoTokenizer
 
-import random_checkpoints as tiny_checkpoint
-from helpers.with_diffusers import pipelines
 from helpers import presets, prompts
 from helpers.errors import SoundNotSupportedError
-from helpers.with_diffusers import calls
+from helpers.with_diffusers import calls, pipelines
 
 
 def _state_digest(pipe):
@@ -128,8 +127,15 @@ def test_the_modular_index_loads_and_runs_in_the_modular_pipeline(tmp_path, name
     pipe.load_components(dtype=torch.float32)
     pipe.disable_safety_checker()
     assert isinstance(pipe.transformer, diffusers.Cosmos3OmniTransformer)
-    videos = pipe(prompt="a harbor", num_frames=1, height=64, width=64, generator=torch.Generator().manual_seed(0),
-                  output="videos", **({} if name == "tiny-distilled" else {"num_inference_steps": 2}))  # fmt: skip
+    videos = pipe(
+        prompt="a harbor",
+        num_frames=1,
+        height=64,
+        width=64,
+        generator=torch.Generator().manual_seed(0),
+        output="videos",
+        **({} if name == "tiny-distilled" else {"num_inference_steps": 2}),
+    )
     frame = videos[0][0] if isinstance(videos[0], list) else videos[0]
     assert np.asarray(frame).shape == (64, 64, 3)
 
@@ -265,9 +271,13 @@ def test_sound_on_a_checkpoint_without_sound_fails_before_generating(tmp_path):
 
     full = tiny_checkpoint.build_tiny_pipeline()
     silent = Cosmos3OmniPipeline(
-        transformer=full.transformer, text_tokenizer=full.text_tokenizer, vae=full.vae,
-        scheduler=full.scheduler, sound_tokenizer=None, enable_safety_checker=False,
-    )  # fmt: skip
+        transformer=full.transformer,
+        text_tokenizer=full.text_tokenizer,
+        vae=full.vae,
+        scheduler=full.scheduler,
+        sound_tokenizer=None,
+        enable_safety_checker=False,
+    )
     silent.save_pretrained(tmp_path / "silent")
     pipe = Cosmos3OmniPipeline.from_pretrained(tmp_path / "silent", enable_safety_checker=False)
     with pytest.raises(SoundNotSupportedError, match="no sound tokenizer"):

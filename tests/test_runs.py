@@ -34,8 +34,12 @@ def test_manifest_lists_what_the_files_hold(tmp_path):
     manifest = json.loads(run.manifest_path.read_text())
     video, wav = manifest["outputs"]
     assert (video["path"], video["kind"], video["num_frames"], video["width"], video["height"]) == (
-        "t2v_sound.mp4", "video", 17, 160, 96,
-    )  # fmt: skip
+        "t2v_sound.mp4",
+        "video",
+        17,
+        160,
+        96,
+    )
     assert video["has_audio"] and video["audio"]["codec"] == "aac" and video["seed"] == 9
     assert video["settings"]["preset"] == "smoke" and video["model"] == "tiny" and video["seconds"] >= 0
     assert wav["kind"] == "audio" and wav["audio"]["duration_s"] == pytest.approx(17 / 24)
@@ -51,9 +55,11 @@ def test_generating_a_mode_again_keeps_the_first_files(tmp_path):
             gen.save(_output(s, seed=s.seed))
     manifest = json.loads(run.manifest_path.read_text())["outputs"]
     assert [(o["mode"], o["path"], o["seed"]) for o in manifest] == [
-        ("t2v_sound", "t2v_sound.mp4", 1), ("t2v_sound", "t2v_sound.wav", 1),
-        ("t2v_sound", "t2v_sound-2.mp4", 2), ("t2v_sound", "t2v_sound-2.wav", 2),
-    ]  # fmt: skip
+        ("t2v_sound", "t2v_sound.mp4", 1),
+        ("t2v_sound", "t2v_sound.wav", 1),
+        ("t2v_sound", "t2v_sound-2.mp4", 2),
+        ("t2v_sound", "t2v_sound-2.wav", 2),
+    ]
     assert all((run.path / o["path"]).is_file() for o in manifest)
     assert (
         media.read_frames(run.path / "t2v_sound.mp4").mean() != media.read_frames(run.path / "t2v_sound-2.mp4").mean()

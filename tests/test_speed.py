@@ -10,11 +10,10 @@ import os
 import numpy as np
 import pytest
 
-from helpers.with_diffusers import pipelines
-from helpers.with_diffusers.pipelines import load_pipeline
 from helpers import presets, prompts
 from helpers.errors import InvalidSettingError
-from helpers.with_diffusers import speed
+from helpers.with_diffusers import pipelines, speed
+from helpers.with_diffusers.pipelines import load_pipeline
 
 
 def _fresh_pipe():

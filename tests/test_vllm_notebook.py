@@ -16,10 +16,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from cookbook_tools import notebooks
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
-from cookbook_tools import notebooks
 from helpers import media
 from helpers.assets import notebook_path
 from helpers.runs import MANIFEST_NAME
@@ -67,13 +67,20 @@ def _sections(name: str) -> list[str]:
 def test_the_twins_mirror_each_other_section_by_section() -> None:
     # Only the backend's own sections differ; everything else comes in the same order in both.
     ours = {
-        "## Start a server", "## Connect and wait until ready", "## An asynchronous job", "## Several clients at once",
+        "## Start a server",
+        "## Connect and wait until ready",
+        "## An asynchronous job",
+        "## Several clients at once",
         "## When a request is wrong",
-    }  # fmt: skip
+    }
     theirs = {
-        "## Load the pipeline", "## Fit it in memory, then move it to the device", "## Make it fast",
-        "## Look inside the denoising", "## Change the flow shift between calls", "## Scale out to several GPUs",
-    }  # fmt: skip
+        "## Load the pipeline",
+        "## Fit it in memory, then move it to the device",
+        "## Make it fast",
+        "## Look inside the denoising",
+        "## Change the flow shift between calls",
+        "## Scale out to several GPUs",
+    }
     vllm, diffusers = _sections(NAME), _sections(TWIN)
     assert ours <= set(vllm) and theirs <= set(diffusers)
     assert [h for h in vllm if h not in ours] == [h for h in diffusers if h not in theirs]
@@ -100,8 +107,8 @@ def test_papermill_run_against_the_real_server_writes_every_mode_and_every_file_
 def seed_difference(tiny_pipe, tmp_path_factory: pytest.TempPathFactory) -> float:
     """How far apart two smoke-size text-to-video MP4s are when only the seed differs (mean absolute difference of
     the decoded frames, 0-255): the scale against which the two backends' agreement is judged."""
-    from helpers.with_diffusers import pipelines
     from helpers import presets, prompts
+    from helpers.with_diffusers import pipelines
 
     pipe, _ = tiny_pipe
     folder = tmp_path_factory.mktemp("seeds")

@@ -6,8 +6,8 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.form import backends
 from helpers.errors import InvalidSettingError
+from helpers.form import backends
 from helpers.presets import GenerationSettings
 from helpers.runs import Output, Run
 

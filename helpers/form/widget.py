@@ -12,9 +12,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from helpers.form import backends, embed
 from helpers import presets
 from helpers.errors import InvalidSettingError
+from helpers.form import backends, embed
 from helpers.runs import Output, Run
 
 PRESET_DEFAULT = "(preset)"

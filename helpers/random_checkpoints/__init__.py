@@ -309,9 +309,11 @@ def save_checkpoint(pipe: Cosmos3OmniPipeline, folder: Path, variant: str | None
     extra = published()["variants"].get(variant) or {}
     index = _update_json(
         folder / "model_index.json",
-        {"enable_safety_checker": published()["pipeline"]["fixed"]["enable_safety_checker"],
-         **extra.get("model_index_saved", {})},
-    )  # fmt: skip
+        {
+            "enable_safety_checker": published()["pipeline"]["fixed"]["enable_safety_checker"],
+            **extra.get("model_index_saved", {}),
+        },
+    )
     if extra.get("transformer_saved"):
         _update_json(folder / "transformer" / "config.json", extra["transformer_saved"])
     (folder / "modular_model_index.json").write_text(json.dumps(modular_index(index, variant), indent=2) + "\n")

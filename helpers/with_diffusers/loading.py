@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from helpers import random_checkpoints
-from helpers import models
+from helpers import models, random_checkpoints
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
 from helpers.presets import check_guardrails
 from helpers.random_checkpoints import NANO_MODEL_NAME, TINY_MODEL_NAME

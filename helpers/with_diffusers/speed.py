@@ -154,7 +154,7 @@ def generation_queries_keys_values(attn: Any, gen: torch.Tensor, cos: torch.Tens
 
 def attend(attn: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool):
     """Grouped-query attention over `[tokens, heads, head_dim]`: the processor's own `attend` where it has one
-    (`parallel_diffusers`' context parallelism), else diffusers' dispatch with the processor's backend."""
+    (`helpers.with_diffusers.several_gpus`' context parallelism), else diffusers' dispatch with the processor's backend."""
     own = getattr(attn.processor, "attend", None)
     if own is not None:
         return own(query, key, value, is_causal=is_causal)
@@ -298,7 +298,7 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
 
     def replay_or_run(*args: Any, **inputs: Any) -> Any:
         context = kv_hook.state_manager._context
-        # Context parallelism (`parallel_diffusers`) talks to other GPUs mid-call: not recorded.
+        # Context parallelism (`helpers.with_diffusers.several_gpus`) talks to other GPUs mid-call: not recorded.
         if args or context is None or context.step_index is None or transformer._cp_shard_fn is not None:
             return forward(*args, **inputs)
         if inputs["sequence_length"] - inputs["und_len"] >= MIN_QUERY_TOKENS:

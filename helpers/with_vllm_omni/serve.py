@@ -28,8 +28,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from helpers import random_checkpoints
-from helpers import models
+from helpers import models, random_checkpoints
 from helpers.errors import CookbookError, ModelUnavailableError
 
 VLLM_OMNI_VERSION = "0.30.0"

@@ -107,16 +107,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     )
                     print(json.dumps(rows[-1]), flush=True)
                     continue
-                rows.append({
-                    "mode": mode, "tier": tier, "pass": name, "backend": backend, "q_tokens": q_len,
-                    "kv_tokens": kv_len, "ms": round(ms, 3), "tflops": round(flops / ms / 1e9, 1),
-                    "max_abs_dev_vs_native": float((out.float() - reference.float()).abs().max()),
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "mode": mode,
+                        "tier": tier,
+                        "pass": name,
+                        "backend": backend,
+                        "q_tokens": q_len,
+                        "kv_tokens": kv_len,
+                        "ms": round(ms, 3),
+                        "tflops": round(flops / ms / 1e9, 1),
+                        "max_abs_dev_vs_native": float((out.float() - reference.float()).abs().max()),
+                    }
+                )
                 print(json.dumps(rows[-1]), flush=True)
     result = {
-        "device": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-        "frames": args.frames, "command": " ".join(sys.argv), "rows": rows,
-    }  # fmt: skip
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "frames": args.frames,
+        "command": " ".join(sys.argv),
+        "rows": rows,
+    }
     Path(args.out).write_text(json.dumps(result, indent=1))
     return result
 

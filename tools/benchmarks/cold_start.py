@@ -4,7 +4,7 @@ process, as a new notebook kernel is: it builds the model, turns the switches on
 and then a second one (the steady time). The caches sit in one folder given to every run (`TORCHINDUCTOR_CACHE_DIR`,
 FlashAttention-4's kernels under it); the cold run starts with it empty.
 
-    python tools/benchmarks/cold_start.py --out tools/benchmarks/results/cold_start_h200.json        # Nano, random weights
+    python tools/benchmarks/cold_start.py --out tools/benchmarks/results/cold_start_h200.json  # Nano, random weights
     python tools/benchmarks/cold_start.py --arch tiny --device cpu --frames 9 --steps 3 --out cold_cpu.json
 """
 
@@ -43,10 +43,24 @@ def one(args: argparse.Namespace, speed: str, cache: Path, count: int) -> dict[s
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "TRITON_CACHE_DIR": str(cache / "triton")}
     env.pop("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR", None)  # under the cache folder, as the notebook keeps it
     out = subprocess.run(
-        [sys.executable, "-c", RUN, args.arch, args.device, speed, args.mode, args.tier, str(args.frames),
-         str(args.steps), str(count)],
-        env=env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            RUN,
+            args.arch,
+            args.device,
+            speed,
+            args.mode,
+            args.tier,
+            str(args.frames),
+            str(args.steps),
+            str(count),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise SystemExit(f"the {speed} run failed:\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout.splitlines()[-1])

@@ -27,11 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers import random_checkpoints
-from helpers.with_diffusers import pipelines
+from helpers import presets, prompts, random_checkpoints
+from helpers.with_diffusers import pipelines, speed
 from helpers.with_diffusers.pipelines import applied, apply, load_pipeline, skipped
-from helpers import presets, prompts
-from helpers.with_diffusers import speed
 
 # NVIDIA's published single-H200 Nano times (s), inference_benchmarks.md in NVIDIA/cosmos.
 PUBLISHED = {
@@ -117,13 +115,22 @@ def generate(pipe, clock: StepClock, mode: str, tier: str, frames: int | None, s
     decode = end - clock.step_ends[-1]
     total = end - start if steps == full_steps else setup + steps_s[0] + (full_steps - 1) * median + decode
     row = {
-        "mode": mode, "tier": tier, "size": s.size, "frames": s.num_frames, "steps_timed": steps, "steps": full_steps,
-        "extrapolated": steps != full_steps, "total_s": round(total, 2), "setup_s": round(setup, 2),
-        "first_step_s": round(steps_s[0], 3), "second_step_s": round(steps_s[1], 3) if steps > 1 else None,
-        "median_step_s": round(median, 4), "decode_s": round(decode, 2),
+        "mode": mode,
+        "tier": tier,
+        "size": s.size,
+        "frames": s.num_frames,
+        "steps_timed": steps,
+        "steps": full_steps,
+        "extrapolated": steps != full_steps,
+        "total_s": round(total, 2),
+        "setup_s": round(setup, 2),
+        "first_step_s": round(steps_s[0], 3),
+        "second_step_s": round(steps_s[1], 3) if steps > 1 else None,
+        "median_step_s": round(median, 4),
+        "decode_s": round(decode, 2),
         "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None,
         "reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2) if torch.cuda.is_available() else None,
-    }  # fmt: skip
+    }
     return row, np.asarray(out.video, dtype=np.float32)
 
 
@@ -136,9 +143,15 @@ def _image():
 def token_counts(pipe, mode: str, tier: str, frames: int | None) -> dict[str, int]:
     s = settings(mode, tier, frames, 1)
     cond, uncond = pipe.tokenize_prompt(
-        prompts.prompt_text(s), prompts.negative_prompt(s.mode), num_frames=s.num_frames, height=s.height,
-        width=s.width, fps=float(s.fps), add_resolution_template=False, add_duration_template=False,
-    )  # fmt: skip
+        prompts.prompt_text(s),
+        prompts.negative_prompt(s.mode),
+        num_frames=s.num_frames,
+        height=s.height,
+        width=s.width,
+        fps=float(s.fps),
+        add_resolution_template=False,
+        add_duration_template=False,
+    )
     return {"prompt_tokens": len(cond), "negative_tokens": len(uncond)}
 
 
@@ -171,10 +184,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     clock = StepClock(pipe)
     plan = parse_plan(args.plan)
     results: dict[str, Any] = {
-        "arch": args.arch, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-        "torch": torch.__version__, "diffusers": __import__("diffusers").__version__, "frames": args.frames,
-        "fps": 24, "guidance_scale": 6.0, "seed": SEED, "command": " ".join(sys.argv), "rows": [],
-    }  # fmt: skip
+        "arch": args.arch,
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "diffusers": __import__("diffusers").__version__,
+        "frames": args.frames,
+        "fps": 24,
+        "guidance_scale": 6.0,
+        "seed": SEED,
+        "command": " ".join(sys.argv),
+        "rows": [],
+    }
     out_path = Path(args.out)
 
     def save(row: dict[str, Any]) -> None:
@@ -303,8 +323,10 @@ def table(paths: list[str], only: set[str] | None = None) -> str:
             if only and r["preset"] not in only:
                 continue
             if "error" in r:
-                lines.append(f"| {r['mode']} | {r['tier']} | {r['preset']} | out of memory |  |  |  | {r['cap_gib']} |"
-                             + " |" * 5)  # fmt: skip
+                lines.append(
+                    f"| {r['mode']} | {r['tier']} | {r['preset']} | out of memory |  |  |  | {r['cap_gib']} |"
+                    + " |" * 5
+                )
                 continue
             total = f"{r['total_s']}" + (f" (from {r['steps_timed']} steps)" if r["extrapolated"] else "")
             lines.append(

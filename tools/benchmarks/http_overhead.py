@@ -4,7 +4,8 @@ Direct: the Diffusers notebook's `pipe(...)` call plus `helpers.media.write_vide
 `/v1/videos/sync` round trip to `vllm serve <tiny> --omni` on the same CPU (form upload, queueing, vLLM-Omni's own
 Cosmos 3 pipeline in float32, its own MP4 encoder, the MP4 back). Both on the tiny
 checkpoint, on the CPU, with the `smoke` t2v settings and the bundled prompt; the median of several runs after a
-warm-up. Also times the whole run_with_vllm_omni.ipynb on tiny/smoke. Writes tools/benchmarks/results/http_overhead.json.
+warm-up. Also times the whole run_with_vllm_omni.ipynb on tiny/smoke. Writes
+tools/benchmarks/results/http_overhead.json.
 
     python tools/benchmarks/http_overhead.py [--repeats 5]
 """
@@ -19,10 +20,10 @@ import time
 from pathlib import Path
 
 import result_file
-
 from cookbook_tools import notebooks, pipelines
-from helpers.with_diffusers.pipelines import load_pipeline
+
 from helpers import media, presets, prompts
+from helpers.with_diffusers.pipelines import load_pipeline
 from helpers.with_vllm_omni import api
 from helpers.with_vllm_omni.local_server import LocalServer
 

@@ -6,7 +6,7 @@ Per tier, in one process: a warm-up image, then a timed image (50 steps, as gpu_
 graph replay is bracketed by CUDA events; then a short image (4 steps) under `torch.cuda.set_sync_debug_mode`, which
 reports every call that makes the host wait for the GPU, counted by source line.
 
-    python tools/benchmarks/image_steps.py --out tools/benchmarks/results/image_steps_h200.json     # Nano, random weights
+    python tools/benchmarks/image_steps.py --out tools/benchmarks/results/image_steps_h200.json  # Nano, random weights
     python tools/benchmarks/image_steps.py --arch tiny --device cpu --tiers 256p --steps 3 --out steps_cpu.json
 """
 
@@ -26,15 +26,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from gpu_benchmark import StepClock, build_pipeline, preset_speedups  # noqa: E402
 
-from helpers.with_diffusers import pipelines  # noqa: E402
 from helpers import presets, prompts  # noqa: E402
+from helpers.with_diffusers import pipelines  # noqa: E402
 
 
 def image(pipe, clock: StepClock, tier: str, steps: int) -> None:
     s = presets.settings_for("t2i", "default", tier=tier, num_inference_steps=steps, seed=1234)
     clock.reset()
-    pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt(s.mode),
-                       on_step_end=clock.on_step_end)  # fmt: skip
+    pipelines.generate(
+        pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt(s.mode), on_step_end=clock.on_step_end
+    )
 
 
 def host_waits(pipe, clock: StepClock, tier: str, steps: int) -> dict[str, float]:
@@ -91,22 +92,34 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             torch.cuda.CUDAGraph.replay = replay
         walls = [b - a for a, b in zip(clock.step_ends, clock.step_ends[1:], strict=False)]
-        row: dict[str, Any] = {"tier": tier, "steps": args.steps, "total_s": round(total, 3),
-                               "first_step_s": round(clock.step_ends[0] - clock.first_forward, 4),
-                               "step_wall_ms": round(statistics.median(walls) * 1e3, 2)}  # fmt: skip
+        row: dict[str, Any] = {
+            "tier": tier,
+            "steps": args.steps,
+            "total_s": round(total, 3),
+            "first_step_s": round(clock.step_ends[0] - clock.first_forward, 4),
+            "step_wall_ms": round(statistics.median(walls) * 1e3, 2),
+        }
         if events:
             gpu = [a.elapsed_time(b) for a, b in events]  # ms; cond and uncond alternate, step 0 first
             cond, uncond = statistics.median(gpu[2::2]), statistics.median(gpu[3::2])
-            row.update(replays=len(gpu), step0_graphs_ms=[round(gpu[0], 2), round(gpu[1], 2)],
-                       cond_graph_ms=round(cond, 2), uncond_graph_ms=round(uncond, 2),
-                       outside_graphs_ms=round(row["step_wall_ms"] - cond - uncond, 2))  # fmt: skip
+            row.update(
+                replays=len(gpu),
+                step0_graphs_ms=[round(gpu[0], 2), round(gpu[1], 2)],
+                cond_graph_ms=round(cond, 2),
+                uncond_graph_ms=round(uncond, 2),
+                outside_graphs_ms=round(row["step_wall_ms"] - cond - uncond, 2),
+            )
         if cuda:
             row["host_waits_per_step"] = host_waits(pipe, clock, tier, 4)
         print(json.dumps(row), flush=True)
         rows.append(row)
-    return {"arch": args.arch, "device": torch.cuda.get_device_name() if cuda else args.device,
-            "torch": torch.__version__, "command": " ".join(["tools/benchmarks/image_steps.py", *sys.argv[1:]]),
-            "rows": rows}  # fmt: skip
+    return {
+        "arch": args.arch,
+        "device": torch.cuda.get_device_name() if cuda else args.device,
+        "torch": torch.__version__,
+        "command": " ".join(["tools/benchmarks/image_steps.py", *sys.argv[1:]]),
+        "rows": rows,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,9 +21,9 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from helpers import random_checkpoints
 from cookbook_tools import notebooks
-from helpers import environment
+
+from helpers import environment, random_checkpoints
 from helpers.assets import notebook_path
 
 TARGETS_S = {"run_with_diffusers.ipynb": 60.0, "run_with_vllm_omni.ipynb": 90.0}
@@ -46,10 +46,25 @@ def main() -> int:
             out = Path(tmp) / f"run{i}"
             out.mkdir()
             cmd = [
-                sys.executable, "-m", "papermill", str(notebook_path(args.notebook)), str(out / "executed.ipynb"),
-                "-k", notebooks.KERNEL, "--cwd", str(notebook_path(args.notebook).parent),
-                "-p", "MODEL", "tiny", "-p", "PRESET", args.preset, "-p", "OUTPUT_DIR", str(out / "media"),
-            ]  # fmt: skip
+                sys.executable,
+                "-m",
+                "papermill",
+                str(notebook_path(args.notebook)),
+                str(out / "executed.ipynb"),
+                "-k",
+                notebooks.KERNEL,
+                "--cwd",
+                str(notebook_path(args.notebook).parent),
+                "-p",
+                "MODEL",
+                "tiny",
+                "-p",
+                "PRESET",
+                args.preset,
+                "-p",
+                "OUTPUT_DIR",
+                str(out / "media"),
+            ]
             start = time.perf_counter()
             done = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if done.returncode:

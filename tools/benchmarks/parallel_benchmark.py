@@ -1,7 +1,7 @@
 """Time text-to-video through the parallel Diffusers runner on N GPUs, with one GPU's time in the same file.
 
 Nano's architecture with random weights (`MODEL="nano-random"`, built once on the GPU by `random_checkpoints` and
-loaded with `from_pretrained`), 189 frames, 35 steps, `SPEED="fast"`, at each tier, through `parallel_diffusers`
+loaded with `from_pretrained`), 189 frames, 35 steps, `SPEED="fast"`, at each tier, through `helpers.with_diffusers.several_gpus`
 (one torchrun command per GPU count, all tiers in it). Each size is first generated untimed at 2 steps
 (compilation, cuDNN tuning); the timed generation then runs all steps, and its time is rank 0's from the pipe call to
 the decoded video, as the run's manifest records it. Rows are keyed by (model, GPUs, degrees, tier) and merged into
@@ -111,7 +111,7 @@ def merge(path: Path, new: list[dict[str, Any]], command: str) -> dict[str, Any]
     rows.sort(key=lambda r: (r["model"], r["tier"], r["gpus"]))
     compare(rows)
     return {
-        "what": "Cosmos 3 text-to-video through parallel_diffusers (torchrun), SPEED as in each row",
+        "what": "Cosmos 3 text-to-video through helpers.with_diffusers.several_gpus (torchrun), SPEED as in each row",
         "published_720p": PUBLISHED_720P,
         "rows": rows,
         "commands": [*results["commands"], command],

@@ -1,4 +1,4 @@
-"""`torchrun --nproc-per-node N -m helpers.with_diffusers.several_gpus --model ... --gpus N`: one rank of a parallel run."""
+"""One rank of a parallel run: `torchrun --nproc-per-node N -m helpers.with_diffusers.several_gpus --model ...`."""
 
 from helpers.with_diffusers.several_gpus.runner import main
 

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from helpers.errors import CookbookError
+from helpers.random_checkpoints import NANO_MIN_GPU_GIB, TINY_MODEL_NAME
 from helpers.with_diffusers.several_gpus.request import Request
 from helpers.with_diffusers.several_gpus.runner import failure_path
-from helpers.random_checkpoints import NANO_MIN_GPU_GIB, TINY_MODEL_NAME
 
 # Flags the printed command always shows, so that it reads on its own; other fields only when not the default.
 SHOWN_FLAGS: frozenset[str] = frozenset({"model", "gpus", "modes", "preset", "speed", "seed", "output_dir"})
@@ -45,7 +45,15 @@ def torchrun_command(request: Request) -> list[str]:
     """The command that runs `request`, as an argument list: one process per GPU on this machine."""
     request.check()
     flags = request.arguments(shown=SHOWN_FLAGS)
-    return [*torchrun(), "--standalone", "--nproc-per-node", str(request.gpus), "-m", "helpers.with_diffusers.several_gpus", *flags]
+    return [
+        *torchrun(),
+        "--standalone",
+        "--nproc-per-node",
+        str(request.gpus),
+        "-m",
+        "helpers.with_diffusers.several_gpus",
+        *flags,
+    ]
 
 
 def gpu_shortfall(request: Request) -> str | None:

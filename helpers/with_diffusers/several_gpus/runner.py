@@ -1,4 +1,5 @@
-"""The process `torchrun` starts on each GPU: `torchrun --nproc-per-node N -m helpers.with_diffusers.several_gpus --model ... `.
+"""The process `torchrun` starts on each GPU:
+`torchrun --nproc-per-node N -m helpers.with_diffusers.several_gpus --model ... `.
 
 Every rank loads the pipeline as the Diffusers notebook does (`from_pretrained`, the `SPEED` switches), then installs
 what its place in the layout needs: context parallelism, the split VAE decode, CFG parallelism (in that order, each
@@ -18,12 +19,11 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from helpers.with_diffusers import pipelines
-from helpers.with_diffusers.pipelines import load_pipeline
 from helpers import media, prompts, runs
 from helpers.presets import GenerationSettings
-from helpers.with_diffusers import calls, speed
+from helpers.with_diffusers import calls, pipelines, speed
 from helpers.with_diffusers.loading import resolve
+from helpers.with_diffusers.pipelines import load_pipeline
 from helpers.with_diffusers.several_gpus import cfg_parallel, context_parallel, layout, split_decode
 from helpers.with_diffusers.several_gpus.request import Request
 

@@ -1,4 +1,5 @@
-"""The Diffusers route on several processes (`helpers.with_diffusers.several_gpus`), on the CPU over gloo with the tiny checkpoint.
+"""The Diffusers route on several processes (`helpers.with_diffusers.several_gpus`), on the CPU over gloo with the
+tiny checkpoint.
 
 The parallel runs are real: torchrun starts the processes, each loads the tiny checkpoint with `from_pretrained`, and
 they talk over torch.distributed. Their frames and sound are compared with one process making the notebook's call.

@@ -154,7 +154,7 @@ def generation_queries_keys_values(attn: Any, gen: torch.Tensor, cos: torch.Tens
 
 def attend(attn: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool):
     """Grouped-query attention over `[tokens, heads, head_dim]`: the processor's own `attend` where it has one
-    (`helpers.with_diffusers.several_gpus`' context parallelism), else diffusers' dispatch with the processor's backend."""
+    (the several-GPU runner's context parallelism), else diffusers' dispatch with the processor's backend."""
     own = getattr(attn.processor, "attend", None)
     if own is not None:
         return own(query, key, value, is_causal=is_causal)

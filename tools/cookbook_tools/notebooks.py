@@ -11,7 +11,7 @@ import nbformat
 from helpers.assets import notebook_path
 from helpers.errors import InvalidSettingError
 
-NOTEBOOKS = ("run_with_diffusers.ipynb", "run_with_vllm_omni.ipynb")
+NOTEBOOKS = ("run_with_diffusers.ipynb", "run_with_vllm_omni.ipynb", "make_it_fast_with_diffusers.ipynb")
 KERNEL = "python3"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -25,27 +26,53 @@ EXPECTED_FILES = {
 }
 
 
-# The Diffusers notebook's flow-shift section writes t2v again at these shifts, as `t2v-shift<shift>`.
+# The Diffusers notebook's flow-shift section writes t2v again at these shifts, as `t2v-shift<shift>`, with at most
+# SHORT_FRAMES frames (so that a first "Run All" stays cheap).
 FLOW_SHIFTS = (3.0, 10.0, 30.0)
+SHORT_FRAMES = 33
+# The quickstart's literal call: 480p as published, and a smoke size on the tiny checkpoint. (width, height, frames)
+QUICKSTART_TINY = (160, 96, 17)
+QUICKSTART_PUBLISHED = (832, 480, 189)
+
+
+def check_quickstart(path: Path, size: tuple[int, int, int]) -> None:
+    """The quickstart's MP4, written by diffusers' `export_to_video` or by the server: H.264 at 24 fps, no sound."""
+    info = media.probe(path)
+    assert (info.codec, info.pix_fmt, info.fps, info.has_audio) == ("h264", "yuv420p", 24, False), info
+    assert (info.width, info.height, info.num_frames) == size, info
 
 
 def check_run(
-    run_dir: Path, modes: list[str], preset: str, seed: int, compared: tuple[str, ...] = (), shifts: bool = False
+    run_dir: Path,
+    modes: list[str],
+    preset: str,
+    seed: int,
+    compared: tuple[str, ...] = (),
+    shifts: bool = False,
+    quickstart: tuple[int, int, int] | None = QUICKSTART_TINY,
 ) -> dict[str, Any]:
     """Decode every output listed in the manifest and compare it with the settings of its mode.
 
     `compared` are the presets of the comparison section, whose t2v outputs are listed as `t2v-vs-<preset>`;
-    `shifts`: the run holds the flow-shift section's outputs too (when t2v was among the modes).
+    `shifts`: the run holds the flow-shift section's outputs too (when t2v was among the modes); `quickstart`: the
+    (width, height, frames) of the quickstart's video, listed first, or None for a run without one.
     """
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    listed = sorted((o["mode"], o["kind"]) for o in manifest["outputs"])
+    outputs = manifest["outputs"]
+    if quickstart is not None:
+        assert outputs[0]["mode"] == "quickstart", [o["mode"] for o in outputs]
+        check_quickstart(run_dir / outputs[0]["path"], quickstart)
+        outputs = outputs[1:]
+    listed = sorted((o["mode"], o["kind"]) for o in outputs)
     extra = [f"t2v-vs-{p}" for p in compared] + ([f"t2v-shift{s:g}" for s in FLOW_SHIFTS] if shifts else [])
     expected = sorted([(m, kind) for m in modes for kind, _ in EXPECTED_FILES[m]] + [(e, "video") for e in extra])
     assert listed == expected, f"manifest lists {listed}, expected {expected}"
-    for out in manifest["outputs"]:
+    for out in outputs:
         mode, _, other = out["mode"].partition("-vs-")
         mode, _, shift = mode.partition("-shift")
         s = presets.settings_for(mode, other or preset, seed=seed, flow_shift=float(shift) if shift else None)
+        if shift:
+            s = dataclasses.replace(s, num_frames=min(s.num_frames, SHORT_FRAMES))
         assert out["settings"]["flow_shift"] == s.flow_shift, f"{out['path']} records the shift it used"
         path = run_dir / out["path"]
         info = media.probe(path)

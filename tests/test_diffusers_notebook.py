@@ -28,7 +28,6 @@ TEST_PARAMETERS = {
     "VIDEO",
     "GUARDRAILS",
     "DEVICE",
-    "GPUS",
     "COMPARE",
     "PROGRESS",
     "KEEP_LOADED",
@@ -45,6 +44,15 @@ def test_parameters_used_by_tests_and_docs_exist_in_the_notebook():
     assert all(p["help"] for p in inspected.values()), "every parameter documents itself with a comment"
 
 
+def test_a_first_run_all_is_cheap_a_draft_of_three_modes_on_one_gpu():
+    # The whole tour is one parameter away (MODES="all"); the defaults finish in minutes on one GPU (measured by
+    # tools/benchmarks/first_run_all.py on one H200: tools/benchmarks/results/first_run_all_h200.json).
+    inspected = papermill.inspect_notebook(str(notebook_path(NAME)))
+    assert (inspected["PRESET"]["default"], inspected["MODES"]["default"]) == ('"draft"', '"t2v,i2v,t2v_sound"')
+    assert inspected["SPEED"]["default"] == '"none"' and inspected["COMPARE"]["default"] == '""'
+    assert "GPUS" not in inspected, "several GPUs are make_it_fast_with_diffusers.ipynb's, run only when asked"
+
+
 def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(tmp_path):
     executed = notebooks.execute(
         NAME,
@@ -52,6 +60,7 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(tmp_p
         {
             "MODEL": "tiny",
             "PRESET": "smoke",
+            "MODES": "all",
             "SEED": 5,
             "OUTPUT_DIR": str(tmp_path / "media"),
             "COMPARE": "smoke",
@@ -120,9 +129,13 @@ def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
         ({"VIDEO": __file__}, "VIDEO="),  # not a video: named before the model loads
         ({"FIRST_LAST": "only-one.png"}, "FIRST_LAST='only-one.png' must name two images"),
         ({"MODEL": "/no/such/checkpoint", "GUARDRAILS": "auto"}, "MODEL='/no/such/checkpoint' is written as a path"),
+        # The default Hub id on a machine without CUDA: refused in the set-up cell, before any download.
+        ({"MODEL": "nvidia/Cosmos3-Nano"}, 'set MODEL = "tiny" and PRESET = "smoke"'),
     ],
 )
 def test_bad_parameters_stop_the_notebook_with_a_clear_message_and_write_nothing(tmp_path, parameters, message):
+    if parameters.get("MODEL") == "nvidia/Cosmos3-Nano" and _has_cuda():
+        pytest.skip("on a CUDA machine the Hub id is accepted: this case is for machines without one")
     with pytest.raises(papermill.PapermillExecutionError) as err:
         notebooks.execute(
             NAME,
@@ -136,6 +149,12 @@ def test_bad_parameters_stop_the_notebook_with_a_clear_message_and_write_nothing
         else []
     )
     assert media_files == []
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def test_an_output_dir_that_cannot_be_written_is_named_before_the_model_loads(tmp_path):

@@ -7,11 +7,11 @@ import json
 
 import numpy as np
 import pytest
-import random_checkpoints as tiny_checkpoint
 import torch
 from transformers import AutoTokenizer
 
 from helpers import presets, prompts
+from helpers import random_checkpoints as tiny_checkpoint
 from helpers.errors import SoundNotSupportedError
 from helpers.with_diffusers import calls, pipelines
 

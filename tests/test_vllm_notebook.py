@@ -29,6 +29,7 @@ from tests.notebook_checks import ALL_MODES, check_run, mean_frame_difference
 NAME = "run_with_vllm_omni.ipynb"
 TWIN = "run_with_diffusers.ipynb"
 SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0, "PROGRESS": False}
+ALL = {"MODES": "all"}
 
 pytestmark = pytest.mark.notebook
 
@@ -40,12 +41,12 @@ def _execute(name: str, out: Path, **parameters: object) -> tuple[Path, dict]:
 
 @pytest.fixture(scope="module")
 def vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server) -> tuple[Path, dict]:
-    return _execute(NAME, tmp_path_factory.mktemp("vllm"), BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY)
+    return _execute(NAME, tmp_path_factory.mktemp("vllm"), BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY, **ALL)
 
 
 @pytest.fixture(scope="module")
 def diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
-    return _execute(TWIN, tmp_path_factory.mktemp("diffusers"))[0]
+    return _execute(TWIN, tmp_path_factory.mktemp("diffusers"), **ALL)[0]
 
 
 def _manifest(run: Path) -> dict:
@@ -54,8 +55,7 @@ def _manifest(run: Path) -> dict:
 
 def test_parameters_are_the_twins_plus_base_url_and_api_key() -> None:
     # papermill only warns about unknown names, so the names the tests and docs use are checked here.
-    # GPUS is the Diffusers notebook's scale-out; a server's GPUs are its own launch command's.
-    assert notebooks.parameter_names(NAME) == (notebooks.parameter_names(TWIN) - {"GPUS"}) | {"BASE_URL", "API_KEY"}
+    assert notebooks.parameter_names(NAME) == notebooks.parameter_names(TWIN) | {"BASE_URL", "API_KEY"}
     assert set(SMOKE) | {"OUTPUT_DIR", "BASE_URL", "MODES"} <= notebooks.parameter_names(NAME)
 
 
@@ -65,25 +65,24 @@ def _sections(name: str) -> list[str]:
 
 
 def test_the_twins_mirror_each_other_section_by_section() -> None:
-    # Only the backend's own sections differ; everything else comes in the same order in both.
+    # Only the backend's own sections differ; everything else comes in the same order in both, the quickstart first.
     ours = {
-        "## Start a server",
-        "## Connect and wait until ready",
+        "## Server flags for each SPEED",
         "## An asynchronous job",
         "## Several clients at once",
         "## When a request is wrong",
     }
     theirs = {
-        "## Load the pipeline",
-        "## Fit it in memory, then move it to the device",
-        "## Make it fast",
+        "## Speed and memory switches",
         "## Look inside the denoising",
         "## Change the flow shift between calls",
-        "## Scale out to several GPUs",
+        "## When a call is wrong",
     }
     vllm, diffusers = _sections(NAME), _sections(TWIN)
     assert ours <= set(vllm) and theirs <= set(diffusers)
-    assert [h for h in vllm if h not in ours] == [h for h in diffusers if h not in theirs]
+    shared = [h for h in vllm if h not in ours]
+    assert shared == [h for h in diffusers if h not in theirs]
+    assert shared[:2] == ["## Parameters", "## Quickstart"]
 
 
 def test_committed_without_outputs_on_the_python3_kernel() -> None:

@@ -27,7 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="tiny", help="Hugging Face id, local folder, or 'tiny' (default)")
     parser.add_argument("--preset", default="smoke", help="smoke (default), draft, default or quality")
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument(
+        "--modes", default=",".join(MODES), help="the main notebooks' MODES (the tuning one keeps its own)"
+    )
     parser.add_argument("--output-dir", default="outputs/demo", help="where executed notebooks and media go")
     args = parser.parse_args(argv)
 
@@ -37,16 +39,10 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         executed = out / name.replace(".ipynb", ".executed.ipynb")
         print(f"Running {name} (MODEL={args.model}, PRESET={args.preset}) ...", flush=True)
-        notebooks.execute(
-            name,
-            executed,
-            {
-                "MODEL": args.model,
-                "PRESET": args.preset,
-                "MODES": args.modes,
-                "OUTPUT_DIR": str(out / "media"),
-            },
-        )
+        parameters = {"MODEL": args.model, "PRESET": args.preset, "OUTPUT_DIR": str(out / "media")}
+        if name in notebooks.PAIR:
+            parameters["MODES"] = args.modes
+        notebooks.execute(name, executed, parameters)
         run = notebooks.run_folder_from(executed)
         run_dirs.append(run)
         manifest = json.loads((run / MANIFEST_NAME).read_text())

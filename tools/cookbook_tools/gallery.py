@@ -47,11 +47,15 @@ def _card(run_dir: Path, page_dir: Path, item: dict[str, Any], audio_of: dict[st
     frames = f", {item['num_frames']} frames @ {item['fps']:g} fps" if item["kind"] == "video" else ""
     sound = ", AAC sound" if item.get("has_audio") and item["kind"] == "video" else ""
     settings = json.dumps(s, indent=1)
+    # A file written by hand (the quickstart's) has no preset, seed or timing.
+    facts = [f"{item['width']}x{item['height']}{frames}{sound}"]
+    facts += [f"seed {item['seed']}"] if item.get("seed") is not None else []
+    facts += [f"preset {html.escape(str(s['preset']))}"] if s.get("preset") else []
+    facts += [f"{item['seconds']:.2f} s"] if item.get("seconds") is not None else []
     return (
         f'<div class="card" data-mode="{html.escape(mode)}"><h3>{html.escape(MODE_TITLES.get(mode, mode))}</h3>'
         f"{player}"
-        f'<p class="meta">{item["width"]}x{item["height"]}{frames}{sound}; seed {item["seed"]}; '
-        f"preset {html.escape(str(s.get('preset', '')))}; {item['seconds']:.2f} s</p>"
+        f'<p class="meta">{"; ".join(facts)}</p>'
         f'<p class="meta">Prompt: {html.escape(_prompt_title(mode))}</p>'
         f"<details><summary>settings</summary><pre>{html.escape(settings)}</pre></details></div>"
     )

@@ -1,0 +1,132 @@
+"""What a reader meets, read from the committed notebooks: the quickstart is the published call with literal
+numbers (and the vLLM-Omni one's `curl` sends exactly what its Python cell sends), the tour writes the call once,
+and the main pair turns on diffusers' own switches only, leaving the cookbook's patches to the tuning notebook."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import nbformat
+
+from helpers.assets import notebook_path
+
+DIFFUSERS, VLLM, TUNING = "run_with_diffusers.ipynb", "run_with_vllm_omni.ipynb", "make_it_fast_with_diffusers.ipynb"
+# NVIDIA's published text-to-video call, at the 480p tier.
+PUBLISHED = {"height": 480, "width": 832, "num_frames": 189, "num_inference_steps": 35, "fps": 24, "guidance": 6.0}
+
+
+def _section(name: str, heading: str) -> tuple[str, str]:
+    """(markdown, code) of the cells under a `## ` heading, up to the next one."""
+    cells = nbformat.read(notebook_path(name), as_version=4).cells
+    start = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith(heading))
+    end = next(
+        (i for i in range(start + 1, len(cells)) if cells[i].source.startswith("## ")),
+        len(cells),
+    )
+    part = cells[start:end]
+    return (
+        "\n".join(c.source for c in part if c.cell_type == "markdown"),
+        "\n".join(c.source for c in part if c.cell_type == "code"),
+    )
+
+
+def _code(name: str) -> str:
+    cells = nbformat.read(notebook_path(name), as_version=4).cells
+    return "\n".join(c.source for c in cells if c.cell_type == "code")
+
+
+def _calls(code: str, name: str) -> list[ast.Call]:
+    tree = ast.parse(re.sub(r"^(\s*)[%!].*", r"\1pass", code, flags=re.M))
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None)) == name
+    ]
+
+
+def _literal_keywords(call: ast.Call) -> dict[str, object]:
+    return {k.arg: k.value.value for k in call.keywords if isinstance(k.value, ast.Constant)}
+
+
+def test_the_diffusers_quickstart_is_the_published_call_with_literal_numbers():
+    _, code = _section(DIFFUSERS, "## Quickstart")
+    assert "Cosmos3OmniPipeline.from_pretrained(" in code
+    (scheduler,) = _calls(code, "from_config")
+    assert _literal_keywords(scheduler) == {"use_karras_sigmas": False, "flow_shift": 10.0}
+    (call,) = [c for c in _calls(code, "pipe")]
+    literal = _literal_keywords(call)
+    assert (literal["fps"], literal["guidance_scale"]) == (PUBLISHED["fps"], PUBLISHED["guidance"])
+    keywords = {k.arg for k in call.keywords}
+    assert {
+        "prompt",
+        "negative_prompt",
+        "num_frames",
+        "height",
+        "width",
+        "num_inference_steps",
+        "generator",
+    } <= keywords
+    sizes = "height, width, num_frames, num_inference_steps = {height}, {width}, {num_frames}, {num_inference_steps}"
+    assert sizes.format(**PUBLISHED) in code
+    assert "export_to_video(result.video" in code
+
+
+def _curl_fields(markdown: str) -> dict[str, str]:
+    curl = markdown[markdown.index("curl ") :]
+    curl = curl[: curl.index("```")]
+    return dict(re.findall(r"--form-string ['\"]([a-z_]+)=(.*?)['\"](?= |\n|$)", curl, flags=re.M))
+
+
+def test_the_vllm_quickstart_sends_what_its_curl_shows_and_shows_the_published_launch_command():
+    markdown, code = _section(VLLM, "## Quickstart")
+    assert "docker run" in markdown and "vllm serve nvidia/Cosmos3-Nano --omni" in markdown
+    curl = _curl_fields(markdown)
+    (post,) = _calls(code, "post")
+    (data,) = [k.value for k in post.keywords if k.arg == "data"]
+    sent = {ast.literal_eval(k): v for k, v in zip(data.keys, data.values, strict=True)}
+    assert set(curl) == set(sent), (sorted(curl), sorted(sent))
+    for field in ("fps", "guidance_scale", "flow_shift", "seed"):
+        assert float(curl[field]) == ast.literal_eval(sent[field]), field
+    assert curl["prompt"] == ast.literal_eval(sent["prompt"]) and curl["negative_prompt"] == ast.literal_eval(
+        sent["negative_prompt"]
+    )
+    published = "{width}x{height}".format(**PUBLISHED)
+    assert curl["size"] == published and (int(curl["num_frames"]), int(curl["num_inference_steps"])) == (
+        PUBLISHED["num_frames"],
+        PUBLISHED["num_inference_steps"],
+    )
+    assert f'size, num_frames, num_inference_steps = "{published}", 189, 35' in code
+
+
+def test_the_tour_writes_the_call_once_and_each_mode_shows_what_it_adds():
+    # Diffusers: the quickstart's pipe(...), the tour's generate(...) that holds the call once, and the section
+    # that shows a wrong call. Every mode section calls generate with its own inputs only.
+    assert len(_calls(_code(DIFFUSERS), "pipe")) == 3
+    assert len(_calls(_code(VLLM), "post")) == 3  # the quickstart, generate, the wrong request
+    for name, added in [
+        (
+            DIFFUSERS,
+            {"## Image to video": "image", "## Video to video": "video", "## Video with sound": "enable_sound"},
+        ),
+        (
+            VLLM,
+            {
+                "## Image to video": "files",
+                "## Video to video": "extra_params",
+                "## Video with sound": "generate_sound",
+            },
+        ),
+    ]:
+        for heading, keyword in added.items():
+            calls = _calls(_section(name, heading)[1], "generate")
+            assert calls and all(keyword in {k.arg for k in c.keywords} for c in calls), (name, heading)
+
+
+def test_the_main_pair_uses_only_diffusers_public_switches_and_the_tuning_notebook_the_cookbooks_own():
+    code = _code(DIFFUSERS)
+    used = set(re.findall(r"\bspeed\.(\w+)", code))
+    assert used <= {"public_switches", "configure_allocator", "PUBLIC_SPEEDS"}, used
+    assert "torch.compile(" not in code and "compile_repeated_blocks(" in code
+    tuning = set(re.findall(r"\bspeed\.(\w+)", _code(TUNING)))
+    assert {"cache_text_keys_values", "replay_steps_as_cuda_graphs", "use_flash_attention"} <= tuning

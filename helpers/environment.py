@@ -23,13 +23,9 @@ def versions() -> dict[str, str]:
 def accelerator() -> dict[str, Any]:
     import torch
 
-    from helpers.with_diffusers import flash_attention
-
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         free, total = torch.cuda.mem_get_info()
-        # What the `fast` preset's `flash_attention` switch will do on this GPU, and why.
-        attention = flash_attention.unavailable_reason(torch.device("cuda")) or "used by fast/turbo"
         return {
             "device": "cuda",
             "name": props.name,
@@ -37,7 +33,6 @@ def accelerator() -> dict[str, Any]:
             "memory_total_gib": round(total / 2**30, 1),
             "memory_free_gib": round(free / 2**30, 1),
             "cuda": torch.version.cuda,
-            "flash_attention_4": attention,
         }
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return {"device": "mps", "name": "Apple GPU"}

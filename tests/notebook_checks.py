@@ -141,3 +141,29 @@ def error_outputs(executed: Path) -> list[str]:
         for o in cell.get("outputs", [])
         if o.get("output_type") == "error"
     ]
+
+
+# How far `fast` may move the frames from the reference, in levels of 255 (mean absolute difference): it changes
+# only the order of floating-point sums (on one H200, nano-random: 0.9 for a video, 0.3 for an image).
+FAST_TOLERANCE = 2.0
+
+
+def check_tuning_run(
+    run_dir: Path, timings: list[dict[str, Any]], modes: list[str], preset: str, seed: int, speed: str
+) -> dict[str, Any]:
+    """The tuning notebook's run: per mode the reference, the first timed call and the second, each decoded and of
+    the preset's size; its table has a row per mode, and `fast` kept the output."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    names = [f"{m}-reference" for m in modes] + [f"{m}-{suffix}" for m in modes for suffix in (f"{speed}-first", speed)]
+    assert [o["mode"] for o in manifest["outputs"]] == names
+    for out in manifest["outputs"]:
+        s = presets.settings_for(out["mode"].split("-")[0], preset, seed=seed)
+        info = media.probe(run_dir / out["path"])
+        assert (info.width, info.height, info.num_frames) == (s.width, s.height, s.num_frames), out["path"]
+        assert out["seconds"] > 0
+    assert [row["mode"] for row in timings] == modes
+    for row in timings:
+        assert row["speed-up"] > 0 and row[f"{speed} (s)"] > 0
+        if speed == "fast":
+            assert row["difference"] < FAST_TOLERANCE, row
+    return manifest

@@ -73,13 +73,55 @@ def test_helpers_holds_what_the_notebooks_import_and_no_formatting_golf():
         if name in modules and name not in reached:
             reached.add(name)
             frontier |= _imported_modules(modules[name].read_text())
+    # A package's `__main__` is reached by `python -m` (the several-GPU runner's, by torchrun), not by an import.
+    reached |= {name for name in modules if name.endswith(".__main__") and name.removesuffix(".__main__") in reached}
     packages = {name for name, path in modules.items() if path.name == "__init__.py"}
     assert set(modules) - packages - reached == set(), "helpers/ modules no notebook imports: move them out"
     marker = "fmt: " + "skip"
+    tracked = subprocess.run(["git", "ls-files", "*.py", "*.ipynb"], cwd=REPO, capture_output=True, text=True).stdout
     golf = [
-        f"{p.relative_to(REPO)}:{n}"
-        for p in modules.values()
-        for n, line in enumerate(p.read_text().splitlines(), 1)
-        if marker in line
+        f"{name}:{n}"
+        for name in tracked.split()
+        for n, line in enumerate((REPO / name).read_text().splitlines(), 1)
+        if marker in line and name != "tests/test_package.py"
     ]
     assert not golf, f"let the formatter lay these out: {golf}"
+
+
+# The layers of `helpers/`, lowest first. A module may import its own layer and the ones below, never one above;
+# the two backends never import each other; nothing in `helpers/` imports the tools beside it (`cookbook_tools`).
+LAYERS = [
+    {"helpers.errors"},
+    {"helpers.assets", "helpers.media", "helpers.models", "helpers.random_checkpoints"},
+    {"helpers.presets", "helpers.environment", "helpers.display"},
+    {"helpers.prompts", "helpers.runs"},
+    {"helpers.with_diffusers", "helpers.with_vllm_omni"},
+    {"helpers.form"},
+]
+
+
+def _layer(module: str) -> tuple[int, str]:
+    for level, members in enumerate(LAYERS):
+        for member in members:
+            if module == member or module.startswith(member + "."):
+                return level, member
+    raise AssertionError(f"{module} is in no layer of tests/test_package.py's LAYERS: add it where it belongs")
+
+
+def test_helpers_imports_only_downwards_and_never_the_tools_beside_it():
+    wrong = []
+    for path in (REPO / "helpers").rglob("*.py"):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        if module == "helpers":
+            continue
+        level, group = _layer(module)
+        for imported in _imported_modules(path.read_text()):
+            if imported.startswith("cookbook_tools"):
+                wrong.append(f"{module} imports {imported}, a tool")
+            if not imported.startswith("helpers."):
+                continue
+            other_level, other_group = _layer(imported)
+            backends_crossed = other_level == level and other_group != group and group.startswith("helpers.with_")
+            if other_level > level or backends_crossed:
+                wrong.append(f"{module} (layer {level}) imports {imported} (layer {other_level})")
+    assert not wrong, "\n".join(wrong)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU runner: both notebooks on CUDA, by papermill and by nbmake, with the tiny checkpoint (smoke) and Cosmos 3 Nano's
+# GPU runner: every notebook on CUDA, by papermill and by nbmake, with the tiny checkpoint (smoke) and Cosmos 3 Nano's
 # architecture with random weights (MODEL=nano-random, draft, SPEED=fast), plus the FlashAttention-4 kernel test.
 # Needs a CUDA GPU with at least 40 GiB and about 32 GB of free disk for the nano-random checkpoint, and the cookbook
 # installed (scripts/setup.sh; on Hopper/Blackwell also `pip install --pre "flash-attn-4[cu13]"`). Here a test that

@@ -1,8 +1,10 @@
-"""The GPU runner: both notebooks on CUDA, each by papermill and by nbmake, at two sizes: the tiny checkpoint at
-`smoke` (every mode, quickly) and Cosmos 3 Nano's real architecture with random weights (`MODEL="nano-random"`) at
-`draft` with `SPEED="fast"` (every mode with the real kernels: compilation, the text K/V cache, FlashAttention-4 on
-Hopper/Blackwell, sound). Every output file is checked as on CPU, the cleanup must give the GPU memory back, and each
-run's time and memory go into the junit report and, with `$COSMOS3_GPU_RESULTS`, a JSON-lines file.
+"""The GPU runner: every notebook on CUDA, each by papermill and by nbmake, at two sizes: the tiny checkpoint at
+`smoke` and Cosmos 3 Nano's real architecture with random weights (`MODEL="nano-random"`) at `draft` with
+`SPEED="fast"`. The main pair runs every mode and its quickstart (at the published 480p size with nano-random); the
+tuning notebook times the cookbook's patches (compilation, the text K/V cache, FlashAttention-4 on Hopper/Blackwell,
+CUDA graphs for images) against the reference. Every output file is checked as on CPU, the cleanup must give the GPU
+memory back, and each run's time and memory go into the junit report and, with `$COSMOS3_GPU_RESULTS`, a JSON-lines
+file.
 
 On a machine without CUDA these tests skip, as in CPU CI. `scripts/test_gpu.sh` sets `COSMOS3_GPU_RUNNER=1`, and then
 a missing GPU, or a missing FlashAttention-4 on a GPU that should run it, fails instead of skipping.
@@ -25,7 +27,13 @@ from papermill.parameterize import parameterize_notebook
 
 from helpers import presets
 from helpers.assets import notebook_path
-from tests.notebook_checks import check_run, error_outputs
+from tests.notebook_checks import (
+    QUICKSTART_PUBLISHED,
+    QUICKSTART_TINY,
+    check_run,
+    check_tuning_run,
+    error_outputs,
+)
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu
@@ -35,6 +43,9 @@ SIZES = {
     "tiny": {"MODEL": "tiny", "PRESET": "smoke", "SPEED": "none"},
     "nano": {"MODEL": "nano-random", "PRESET": "draft", "SPEED": "fast"},
 }
+# The main pair runs every mode (the tour's defaults run three); the tuning notebook its own defaults.
+QUICKSTART = {"tiny": QUICKSTART_TINY, "nano": QUICKSTART_PUBLISHED}
+TUNING_MODES = ["t2v", "t2i"]
 SEED = 3
 
 
@@ -82,6 +93,8 @@ def _run_nbmake(name: str, parameters: dict[str, object], folder: Path) -> Path:
 def test_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Path, record_property) -> None:
     _require_cuda()
     wanted = {**SIZES[size], "SEED": SEED, "OUTPUT_DIR": str(tmp_path / "media"), "DEVICE": "cuda", "PROGRESS": False}
+    if name in notebooks.PAIR:
+        wanted["MODES"] = "all"
     parameters = {k: v for k, v in wanted.items() if k in notebooks.parameter_names(name)}
     started = time.perf_counter()
     if runner == "papermill":
@@ -91,20 +104,28 @@ def test_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Path, rec
     wall = time.perf_counter() - started
     assert error_outputs(executed) == []
     run_dir = notebooks.run_folder_from(executed)
-    manifest = check_run(run_dir, list(presets.MODES), SIZES[size]["PRESET"], SEED, shifts=name == DIFFUSERS)
     published = notebooks.published(executed)
+    preset = SIZES[size]["PRESET"]
+    if name == notebooks.TUNING:
+        manifest = check_tuning_run(run_dir, published["timings"], TUNING_MODES, preset, SEED, SIZES[size]["SPEED"])
+    else:
+        manifest = check_run(
+            run_dir, list(presets.MODES), preset, SEED, shifts=name == DIFFUSERS, quickstart=QUICKSTART[size]
+        )
     facts = {"notebook": name, "runner": runner, "size": size, "wall_s": round(wall, 1)}
-    if name == DIFFUSERS:
+    if name == notebooks.TUNING:
+        facts["timings"] = published["timings"]
+    elif name == DIFFUSERS:
         assert manifest["info"]["device"].startswith("cuda") and manifest["info"]["dtype"] == "bfloat16"
         # The cleanup cell let go of the pipeline: less than 1 GiB is still allocated in that kernel.
         assert published["released"] is True and published["allocated_gib"] < 1.0, published
-        facts["peak_gib"] = max(o["peak_memory_gib"] for o in manifest["outputs"])
+        facts["peak_gib"] = max(o["peak_memory_gib"] or 0 for o in manifest["outputs"])
         facts["allocated_after_cleanup_gib"] = published["allocated_gib"]
     else:
         facts["server_peak_gib"] = round(
             max(o["server_peak_mb"] for o in manifest["outputs"] if "server_peak_mb" in o) / 1024, 2
         )
-    facts["seconds_per_output"] = {o["mode"]: o["seconds"] for o in manifest["outputs"] if o["kind"] != "audio"}
+    facts["seconds_per_output"] = {o["mode"]: o["seconds"] for o in manifest["outputs"] if o["seconds"] is not None}
     for key, value in facts.items():
         record_property(key, value)
     if os.environ.get("COSMOS3_GPU_RESULTS"):

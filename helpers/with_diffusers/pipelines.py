@@ -1,11 +1,11 @@
 """Cosmos 3 pipelines for code without a notebook: the generation form, the local server, benchmarks and tests.
 
-`load_pipeline` is the Diffusers notebook's load cells in one call, `generate` its `pipe(...)` call (the same call, so
-every route gives the same frames for the same settings and seed: tests/test_vllm_notebook.py compares the two
+`load_pipeline` is the Diffusers notebooks' load cells in one call, `generate` their `pipe(...)` call (the same call,
+so every route gives the same frames for the same settings and seed: tests/test_vllm_notebook.py compares the two
 notebooks' files), and `apply` turns the speed and memory switches of `helpers.with_diffusers.speed` on by name, as
-the notebook's cells do one by one. Applying the same names again does nothing; `applied` and `skipped` say what is
-on and what this machine cannot run (`cuda_graphs` is skipped off CUDA, and `flash_attention` where FlashAttention-4
-cannot run, and PyTorch's attention stays).
+make_it_fast_with_diffusers.ipynb's cells do one by one. Applying the same names again does nothing; `applied` and
+`skipped` say what is on and what this machine cannot run (`cuda_graphs` is skipped off CUDA, and `flash_attention`
+where FlashAttention-4 cannot run, and PyTorch's attention stays).
 
 | switch | what it does | output |
 |---|---|---|
@@ -192,7 +192,7 @@ def load_pipeline(
     guardrails: str | bool | None = "auto",
     speed: str = "none",
 ) -> tuple[Cosmos3OmniPipeline, Checkpoint]:
-    """The notebook's load cells: `from_pretrained`, the memory switches, the move to the device, the rest."""
+    """The tuning notebook's load cells: `from_pretrained`, the memory switches, the move to the device, the rest."""
     from diffusers import Cosmos3OmniPipeline
     from diffusers.utils import logging as diffusers_logging
 

@@ -169,6 +169,17 @@ def test_the_cookbooks_defaults_fill_only_what_the_flags_leave_out(_isolated_cac
     assert fp8[2:6] == ["nvidia/Cosmos3-Nano", "--revision", "fp8", "--omni"]
 
 
+def test_a_hub_id_without_a_gpu_is_refused_before_any_download_unless_the_cpu_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(serve.DEVICE_ENV, raising=False)
+    with pytest.raises(CookbookError, match='set MODEL = "tiny"') as err:
+        serve.command("nvidia/Cosmos3-Nano", [], gpu=False)
+    assert "Nothing was downloaded" in str(err.value)
+    monkeypatch.setenv(serve.DEVICE_ENV, "cpu")
+    assert serve.command("nvidia/Cosmos3-Nano", [], gpu=False)[2:4] == ["nvidia/Cosmos3-Nano", "--omni"]
+
+
 def test_the_notebooks_flags_for_a_server_it_starts() -> None:
     assert server_flags("tiny", "auto", "none") == ["--enforce-eager", "--no-guardrails"]
     assert server_flags("nvidia/Cosmos3-Nano", "auto", "fast") == []  # real weights keep their guardrails

@@ -160,10 +160,20 @@ def test_several_clients_at_once_are_all_served(vllm_run: tuple[Path, dict]) -> 
         ({"IMAGE": __file__}, "IMAGE="),
         ({"GUARDRAILS": "yes"}, "GUARDRAILS='yes' is not allowed. Allowed values: 'auto', 'on', 'off'"),
         ({"SPEED": "warp"}, "SPEED='warp' is not allowed"),
+        # The default Hub id, with BASE_URL="auto", on a machine without a GPU: refused before a server starts.
+        ({"MODEL": "nvidia/Cosmos3-Nano", "BASE_URL": "auto"}, 'set MODEL = "tiny" and PRESET = "smoke"'),
     ],
 )
-def test_bad_parameters_stop_the_notebook_before_a_server_starts(tmp_path: Path, parameters, message) -> None:
+def test_bad_parameters_stop_the_notebook_before_a_server_starts(
+    tmp_path: Path, parameters, message, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import papermill
+
+    from helpers.with_vllm_omni import serve
+
+    if parameters.get("MODEL") == "nvidia/Cosmos3-Nano" and serve.has_nvidia_gpu():
+        pytest.skip("with an NVIDIA GPU the Hub id is served: this case is for machines without one")
+    monkeypatch.delenv("OMNI_BASE_URL", raising=False)  # BASE_URL="auto" must mean a server of the notebook's own
 
     with pytest.raises(papermill.PapermillExecutionError) as err:
         notebooks.execute(NAME, tmp_path / NAME, {**SMOKE, "OUTPUT_DIR": str(tmp_path / "media"), **parameters})

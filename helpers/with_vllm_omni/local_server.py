@@ -102,6 +102,8 @@ class LocalServer:
         weights 1800 s). `device="cpu"` serves on the CPU even where a GPU is."""
         if device not in ("auto", "cpu", "cuda"):
             raise InvalidSettingError(f"DEVICE={device!r} is not allowed for a local server. Allowed: auto, cpu, cuda.")
+        if device == "auto":
+            serve.refuse_a_hub_id_without_a_gpu(model, serve.has_nvidia_gpu())  # before a server starts to download
         port = port or free_port()
         command = [sys.executable, "-m", serve.__name__, model, "--port", str(port), *flags]
         scratch = None if log_path else Path(tempfile.mkdtemp(prefix="omni-server-"))

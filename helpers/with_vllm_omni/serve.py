@@ -238,10 +238,27 @@ def check_exposure(host: str, flags: Sequence[str]) -> None:
         )
 
 
+def refuse_a_hub_id_without_a_gpu(model: str, gpu: bool) -> None:
+    """A published checkpoint named by its Hub id on a machine without an NVIDIA GPU stops here, before anything is
+    downloaded, unless $COSMOS3_VLLM_OMNI_DEVICE=cpu asks for the CPU on purpose."""
+    ours = model in random_checkpoints.TINY_VARIANTS or model == random_checkpoints.NANO_MODEL_NAME
+    if gpu or ours or _looks_like_a_path(model) or Path(model).expanduser().exists():
+        return
+    if os.environ.get(DEVICE_ENV, "auto") == "cpu":
+        return
+    raise ModelUnavailableError(
+        f"MODEL={model!r} is a published Cosmos 3 checkpoint (Nano alone is 16 B parameters, about 32 GB) and its "
+        "server needs an NVIDIA GPU, but this machine has none. Nothing was downloaded. Without a GPU, set "
+        'MODEL = "tiny" and PRESET = "smoke": the real server on an offline random-weight checkpoint of the same '
+        'design. (DEVICE = "cpu" would serve the real one on the CPU anyway, at hours per video.)'
+    )
+
+
 def command(model: str, flags: Sequence[str], gpu: bool | None = None) -> list[str]:
     """`vllm serve <checkpoint> --omni FLAGS` for MODEL, with the cookbook's defaults for what FLAGS leave out:
     the served name of a cookbook checkpoint, 127.0.0.1 as the host, and float32 on a CPU."""
     gpu = has_nvidia_gpu() if gpu is None else gpu
+    refuse_a_hub_id_without_a_gpu(model, gpu)
     target, served_name = resolve_model(model)
     args = list(flags)
     if _flag(args, "--host") is None:

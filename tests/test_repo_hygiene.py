@@ -87,6 +87,6 @@ def test_a_notebook_opens_short_and_links_no_measurement_files(path):
     cells = json.loads(path.read_text())["cells"]
     first_code = next(i for i, c in enumerate(cells) if c["cell_type"] == "code")
     opening = " ".join("".join(c["source"]) for c in cells[:first_code] if c["cell_type"] == "markdown")
-    assert len(re.findall(r"[A-Za-z0-9_`'-]+", opening)) <= 320
+    assert len(re.findall(r"[A-Za-z0-9_`'-]+", opening)) <= 300
     assert "scripts/demo.sh" in opening and "Workshops" in opening
     assert not [c for c in cells if "tools/benchmarks/results" in "".join(c["source"])]

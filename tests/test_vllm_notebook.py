@@ -119,11 +119,14 @@ def seed_difference(tiny_pipe, tmp_path_factory: pytest.TempPathFactory) -> floa
     return mean_frame_difference(*frames)
 
 
-# The server runs vLLM-Omni's own Cosmos 3 code (its own text encoding, scheduler and VAE calls), not diffusers', so
-# the same request is not the same arithmetic: on the tiny checkpoint the two notebooks' frames differ by 2.8 to 4.7
-# levels on average (at most 37), where a different seed moves them by about 33. Agreement is required to be within
-# a quarter of the seed's effect: a server that ignored the seed, the prompt or the conditioning would be far outside.
+# The server runs vLLM-Omni's own Cosmos 3 code, not diffusers'. With the system prompt asked for (vLLM-Omni 0.30.0
+# leaves it out unless `use_system_prompt` is sent; without it a plain prompt's video moved by 6 levels), a short
+# prompt gives the same frames to 0.005 levels of 255. The tour's long JSON prompts differ by 1.0 (the image) to 4.5
+# levels, because the server cuts the tiny checkpoint's byte-level token sequence at 4,096 tokens; a different seed
+# moves them by about 23. Agreement is required within a quarter of the seed's effect: a server that ignored the
+# seed, the prompt or the conditioning would be far outside.
 PARITY_FRACTION_OF_SEED = 0.25
+QUICKSTART_FRACTION_OF_SEED = 0.5
 
 
 def test_same_files_as_the_diffusers_notebook_and_frames_within_a_quarter_of_a_seeds_effect(
@@ -144,6 +147,11 @@ def test_same_files_as_the_diffusers_notebook_and_frames_within_a_quarter_of_a_s
         differences[mine["path"]] = mean_frame_difference(a, b)
     limit = PARITY_FRACTION_OF_SEED * seed_difference
     print(f"mean frame difference per file (limit {limit:.1f}, a seed's effect {seed_difference:.1f}): {differences}")
+    # The Diffusers quickstart writes its MP4 with diffusers' own `export_to_video` (imageio, quality 5), which encodes
+    # random-weight noise differently from the server: measured on tiny, its frames differ from the server's by 8.9
+    # levels, but the same frames written by the tour's writer by 0.005. It is held to half a seed's effect instead.
+    quickstart = differences.pop("quickstart.mp4")
+    assert quickstart < QUICKSTART_FRACTION_OF_SEED * seed_difference, quickstart
     assert max(differences.values()) < limit, differences
 
 

@@ -122,9 +122,9 @@ def seed_difference(tiny_pipe, tmp_path_factory: pytest.TempPathFactory) -> floa
 # The server runs vLLM-Omni's own Cosmos 3 code, not diffusers'. With the system prompt asked for (vLLM-Omni 0.30.0
 # leaves it out unless `use_system_prompt` is sent; without it a plain prompt's video moved by 6 levels), a short
 # prompt gives the same frames to 0.005 levels of 255. The tour's long JSON prompts differ by 1.0 (the image) to 4.5
-# levels, because the server cuts the tiny checkpoint's byte-level token sequence at 4,096 tokens; a different seed
-# moves them by about 23. Agreement is required within a quarter of the seed's effect: a server that ignored the
-# seed, the prompt or the conditioning would be far outside.
+# levels; of those prompts the server keeps only the first 4,096 of the tiny checkpoint's byte-level tokens (its log
+# warns), and diffusers keeps them all. A different seed moves the frames by about 23. Agreement is required within
+# a quarter of the seed's effect: a server that ignored the seed, the prompt or the conditioning would be far outside.
 PARITY_FRACTION_OF_SEED = 0.25
 QUICKSTART_FRACTION_OF_SEED = 0.5
 

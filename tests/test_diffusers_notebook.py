@@ -94,6 +94,22 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(tmp_p
     assert {p: p.read_bytes() for p in run_dir.iterdir()} == before
 
 
+@pytest.mark.parametrize(
+    ("speed", "switches"), [("turbo", ["compile", "sea_cache"]), ("low_vram", ["fp8_storage", "vae_tiling"])]
+)
+def test_diffusers_own_switches_run_as_speed_names_them(tmp_path, speed, switches):
+    # `turbo` covers compile_repeated_blocks and SeaCache, `low_vram` float8 storage (before the weights move) and
+    # VAE tiling; `min_vram` adds group offloading to the latter and `fast` is compilation alone.
+    executed = notebooks.execute(
+        NAME,
+        tmp_path / "out.ipynb",
+        {"MODEL": "tiny", "PRESET": "smoke", "MODES": "t2v", "SPEED": speed, "OUTPUT_DIR": str(tmp_path / "media")},
+    )
+    assert error_outputs(executed) == []
+    manifest = check_run(notebooks.run_folder_from(executed), ["t2v"], "smoke", 0, shifts=True)
+    assert manifest["info"]["switches"] == switches
+
+
 def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
     # nbmake takes no parameters: inject them into a copy the way papermill does, then let nbmake run it.
     nb = papermill.iorw.load_notebook_node(str(notebook_path(NAME)))

@@ -124,3 +124,14 @@ def variant(model: str) -> Variant | None:
         offered = "'@fp8'" if found.fp8_revision else "none"
         raise InvalidSettingError(f"MODEL={model!r}: {model_id} has no revision {revision!r}. Revisions: {offered}.")
     return found
+
+
+def needs_a_gpu(model: str, what: str) -> str:
+    """The message for a published checkpoint asked for on a machine without a GPU, before anything is downloaded.
+    `what` says what needs the GPU ("it", "its server")."""
+    return (
+        f"MODEL={model!r} is a published Cosmos 3 checkpoint (Nano alone is 16 B parameters, about 32 GB) and {what} "
+        "needs an NVIDIA GPU, but this machine has none. Nothing was downloaded. Without a GPU, set "
+        'MODEL = "tiny" and PRESET = "smoke": an offline random-weight checkpoint of the same design. '
+        '(DEVICE = "cpu" would run the real one on the CPU anyway, at hours per video.)'
+    )

@@ -214,12 +214,7 @@ def resolve(model: str = DEFAULT_MODEL, *, device: str = "auto", guardrails: str
     else:
         source = "hub"
         if device == "auto" and target.type != "cuda":
-            raise ModelUnavailableError(
-                f"MODEL={model!r} is a published Cosmos 3 checkpoint (Nano alone is 16 B parameters, about 32 GB) "
-                f"and needs a CUDA GPU, but this machine has none ({target.type} only). Nothing was downloaded. "
-                'Without a GPU, set MODEL = "tiny" and PRESET = "smoke": an offline random-weight checkpoint of the '
-                'same design. (DEVICE = "cpu" would run the real one on the CPU anyway, at hours per video.)'
-            )
+            raise ModelUnavailableError(models.needs_a_gpu(model, "it"))
         found = models.variant(model)  # a revision the checkpoint does not publish fails here, with the ones it has
         if found is not None and found.fixed_steps is not None:
             _refuse_distilled(model, f"{found.fixed_steps} steps, no guidance")

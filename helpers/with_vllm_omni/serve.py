@@ -246,12 +246,7 @@ def refuse_a_hub_id_without_a_gpu(model: str, gpu: bool) -> None:
         return
     if os.environ.get(DEVICE_ENV, "auto") == "cpu":
         return
-    raise ModelUnavailableError(
-        f"MODEL={model!r} is a published Cosmos 3 checkpoint (Nano alone is 16 B parameters, about 32 GB) and its "
-        "server needs an NVIDIA GPU, but this machine has none. Nothing was downloaded. Without a GPU, set "
-        'MODEL = "tiny" and PRESET = "smoke": the real server on an offline random-weight checkpoint of the same '
-        'design. (DEVICE = "cpu" would serve the real one on the CPU anyway, at hours per video.)'
-    )
+    raise ModelUnavailableError(models.needs_a_gpu(model, "its server"))
 
 
 def command(model: str, flags: Sequence[str], gpu: bool | None = None) -> list[str]:

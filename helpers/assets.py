@@ -6,15 +6,23 @@ from pathlib import Path
 
 from helpers.errors import MediaError
 
-NOTEBOOK_DIR = Path("cookbooks") / "cosmos3" / "generator" / "audiovisual"
+GENERATOR_DIR = Path("cookbooks") / "cosmos3" / "generator"
+FAMILIES = ("audiovisual", "action")
 
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
-def assets_dir() -> Path:
-    path = repo_root() / NOTEBOOK_DIR / "assets"
+def _family_dir(family: str) -> Path:
+    if family not in FAMILIES:
+        raise MediaError(f"No cookbook family {family!r}. Families: {', '.join(FAMILIES)}.")
+    return repo_root() / GENERATOR_DIR / family
+
+
+def assets_dir(family: str = "audiovisual") -> Path:
+    """The bundled assets of one cookbook family."""
+    path = _family_dir(family) / "assets"
     if not path.is_dir():
         raise MediaError(
             f"The cookbook assets are not at {path}. `helpers` must be installed from a clone of the "
@@ -23,14 +31,18 @@ def assets_dir() -> Path:
     return path
 
 
-def asset_path(relative: str) -> Path:
+def asset_path(relative: str, family: str = "audiovisual") -> Path:
     """Absolute path of a bundled asset such as `images/harbor_crane.png`."""
-    path = assets_dir() / relative
+    folder = assets_dir(family)
+    path = folder / relative
     if not path.is_file():
-        available = sorted(str(p.relative_to(assets_dir())) for p in assets_dir().rglob("*") if p.is_file())
+        available = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
         raise MediaError(f"No bundled asset {relative!r}. Available: {', '.join(available)}.")
     return path
 
 
 def notebook_path(name: str) -> Path:
-    return repo_root() / NOTEBOOK_DIR / name
+    """A notebook by its path under the family folders (`action/run_with_diffusers.ipynb`); a bare name is an
+    audiovisual one."""
+    family, _, file = name.rpartition("/")
+    return _family_dir(family or "audiovisual") / file

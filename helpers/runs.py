@@ -18,7 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from helpers import environment, media
+from helpers import actions, environment, media
+from helpers.embodiments import ActionSettings
 from helpers.errors import MediaError, OutOfMemoryAdviceError, SoundNotSupportedError
 from helpers.presets import GenerationSettings
 
@@ -128,7 +129,12 @@ class Run:
         os.replace(tmp, self.manifest_path)
 
     def record(
-        self, mode: str, file: Path, settings: GenerationSettings | None, seconds: float | None, **extra: Any
+        self,
+        mode: str,
+        file: Path,
+        settings: GenerationSettings | ActionSettings | None,
+        seconds: float | None,
+        **extra: Any,
     ) -> Output:
         """Probe a written file and add it to the manifest (what it really holds, not what was asked). A file made
         outside the presets has no settings and no timing."""
@@ -153,12 +159,45 @@ class Run:
         self._write_manifest()
         return output
 
-    def add(self, mode: str, file: str | os.PathLike[str], **extra: Any) -> Output:
-        """Record a file written by hand (the quickstart's MP4) under `mode`, probed like every other output."""
+    def add(
+        self,
+        mode: str,
+        file: str | os.PathLike[str],
+        settings: GenerationSettings | ActionSettings | None = None,
+        seconds: float | None = None,
+        **extra: Any,
+    ) -> Output:
+        """Record a file written by hand (the quickstart's MP4, an action rollout) under `mode`, probed like every
+        other output."""
         path = Path(file).resolve()
         if not path.is_relative_to(self.path.resolve()):
             raise MediaError(f"{path} is outside this run's folder {self.path}: write it there (run.path / name).")
-        return self.record(mode, self.path / path.relative_to(self.path.resolve()), None, None, **extra)
+        return self.record(mode, self.path / path.relative_to(self.path.resolve()), settings, seconds, **extra)
+
+    def add_actions(self, name: str, array: Any, settings: ActionSettings, **about: Any) -> Path:
+        """Write an action file pair `<name>.npy` + `<name>.json` (`helpers.actions.write`: the settings' domain,
+        task, frame rate and units, plus `about`) and list both in the manifest. Returns the `.npy` path."""
+        about = {"domain_name": settings.domain_name, "task": settings.task, "fps": settings.fps, **about}
+        npy, meta = actions.write(self.path / self.free_stem(name), array, about)
+        rows = len(actions.read(npy)[0])
+        for file in (npy, meta):
+            output = Output(
+                mode=name,
+                path=file.name,
+                kind="actions",
+                width=0,
+                height=0,
+                num_frames=rows,
+                fps=settings.fps,
+                has_audio=False,
+                seed=settings.seed,
+                model=self.model,
+                settings=settings.to_dict(),
+                seconds=None,
+            )
+            self.outputs.append(output)
+        self._write_manifest()
+        return npy
 
     def file_for(self, mode: str, suffix: str) -> Path:
         return self.path / f"{mode}{suffix}"

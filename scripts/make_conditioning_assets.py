@@ -695,14 +695,14 @@ def render_first_and_last() -> tuple[Image.Image, Image.Image]:
     return stills[0], stills[1]
 
 
-def write_mp4(frames: list[np.ndarray], path: Path) -> None:
+def write_mp4(frames: list[np.ndarray], path: Path, fps: int = VIDEO_FPS) -> None:
     """Encode H.264 yuv420p with fixed settings so that the output is byte-identical run to run."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), mode="w", options={"fflags": "+bitexact"}) as container:
-        stream = container.add_stream("libx264", rate=VIDEO_FPS)
-        stream.width, stream.height = VIDEO_SIZE
+        stream = container.add_stream("libx264", rate=fps)
+        stream.height, stream.width = frames[0].shape[:2]
         stream.pix_fmt = "yuv420p"
-        stream.time_base = Fraction(1, VIDEO_FPS)
+        stream.time_base = Fraction(1, fps)
         stream.options = {
             "crf": "20",
             "preset": "medium",

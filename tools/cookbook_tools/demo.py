@@ -16,6 +16,8 @@ def _describe(item: dict) -> str:
     if item["kind"] == "audio":
         audio = item["audio"]
         return f"audio, {audio['duration_s']:.2f} s, {audio['channels']} channels at {audio['sample_rate']} Hz"
+    if item["kind"] == "actions":
+        return f"actions, {item['num_frames']} steps ({item['settings']['domain_name']})"
     size = f"{item['kind']} {item['width']}x{item['height']}"
     if item["kind"] == "image":
         return size

@@ -74,7 +74,8 @@ def write_gallery(run_dirs: Iterable[str | os.PathLike[str]], page: str | os.Pat
         manifest = json.loads(manifest_path.read_text())
         items = manifest["outputs"]
         audio_of = {o["mode"]: o["path"] for o in items if o["kind"] == "audio"}
-        cards = "".join(_card(run_dir, target.parent, o, audio_of) for o in items if o["kind"] != "audio")
+        # Sound plays inside its video's card; action arrays are numbers, shown by their plots.
+        cards = "".join(_card(run_dir, target.parent, o, audio_of) for o in items if o["kind"] in ("image", "video"))
         title = f"{manifest['backend']} · {manifest['model']} · {run_dir.name}"
         sections.append(f'<h2>{html.escape(title)}</h2><div class="grid">{cards}</div>')
     body = "".join(sections) or "<p>No runs.</p>"

@@ -1,0 +1,105 @@
+"""Action arrays: the bundled trajectories, chunks for a rollout, DROID's normalisation, and action files.
+
+An action file is a pair: `<name>.npy` (float32, one row per step) and `<name>.json` (domain, task, columns,
+units, frame rate, and the normalisation applied), so that anyone can read the numbers back without this package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from helpers.errors import InvalidSettingError, MediaError
+
+POSE_COLUMNS = ("dx", "dy", "dz", "r00", "r10", "r20", "r01", "r11", "r21")
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """Per-channel quantile normalisation: x -> clip((x - offset) / scale, -1, 1), offset and scale from the 1st
+    and 99th percentiles of the training data."""
+
+    q01: tuple[float, ...]
+    q99: tuple[float, ...]
+    source: str
+
+    @property
+    def offset(self) -> np.ndarray:
+        return (np.asarray(self.q99) + np.asarray(self.q01)) / 2
+
+    @property
+    def scale(self) -> np.ndarray:
+        # A channel whose quantiles meet (the gripper never moves in some data) would divide by zero.
+        return np.maximum((np.asarray(self.q99) - np.asarray(self.q01)) / 2, 1e-8)
+
+    def normalize(self, actions: np.ndarray) -> np.ndarray:
+        return np.clip((np.asarray(actions) - self.offset) / self.scale, -1.0, 1.0).astype(np.float32)
+
+    def denormalize(self, actions: np.ndarray) -> np.ndarray:
+        return (np.asarray(actions) * self.scale + self.offset).astype(np.float32)
+
+
+DROID_NORMALIZATION = Normalization(
+    q01=(-0.0142, -0.013416, -0.015206, 0.998459, -0.047659, -0.034774, -0.047609, 0.998428, -0.035553, 0.0),
+    q99=(0.014515, 0.011517, 0.01452, 1.0, 0.047596, 0.03466, 0.047654, 1.0, 0.038888, 1.0),
+    source="NVIDIA's Cosmos 3 action cookbook, assets/actions/droid_normalization_stats.json (quantile_rot)",
+)
+
+
+def columns(width: int) -> list[str]:
+    """Column names of a `width`-wide action: pose blocks of 9, then a gripper, for the domains the cookbook runs."""
+    if width == 9:
+        return list(POSE_COLUMNS)
+    if width == 10:
+        return [*POSE_COLUMNS, "gripper"]
+    return [f"a{i}" for i in range(width)]
+
+
+def chunks(actions: np.ndarray, chunk_size: int) -> list[np.ndarray]:
+    """A trajectory cut into consecutive chunks of `chunk_size` steps, one per call of a rollout."""
+    actions = np.asarray(actions)
+    if len(actions) == 0 or len(actions) % chunk_size:
+        raise ValueError(
+            f"a trajectory of {len(actions)} steps does not split into chunks of {chunk_size}: trim it to a multiple"
+        )
+    return [actions[i : i + chunk_size] for i in range(0, len(actions), chunk_size)]
+
+
+def rollout(trajectory: np.ndarray, chunk_size: int, count: int) -> list[np.ndarray]:
+    """The first `count` chunks of a trajectory, one per call of an autoregressive rollout (`ROLLOUT_CHUNKS`)."""
+    available = chunks(trajectory, chunk_size)
+    if not 1 <= count <= len(available):
+        raise InvalidSettingError(
+            f"ROLLOUT_CHUNKS={count} must be 1 to {len(available)}: the trajectory has {len(available)} chunks of "
+            f"{chunk_size} steps."
+        )
+    return available[:count]
+
+
+def write(stem: str | os.PathLike[str], actions: Any, about: dict[str, Any]) -> tuple[Path, Path]:
+    """Write `<stem>.npy` and `<stem>.json` (`about` plus the shape and columns); returns both paths."""
+    array = np.asarray(actions, dtype=np.float32)
+    stem = Path(stem)
+    npy, meta = stem.with_suffix(".npy"), stem.with_suffix(".json")
+    np.save(npy, array)
+    description = {"shape": list(array.shape), "dtype": "float32", "columns": columns(array.shape[1]), **about}
+    meta.write_text(json.dumps({**description, "file": npy.name}, indent=2) + "\n")
+    return npy, meta
+
+
+def read(path: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, Any]]:
+    """The array and the description of an action file pair, from either of its two paths."""
+    path = Path(path)
+    npy, meta = path.with_suffix(".npy"), path.with_suffix(".json")
+    if not npy.is_file() or not meta.is_file():
+        raise MediaError(f"An action file is a pair {npy.name} + {meta.name}; {path.parent} lacks one of them.")
+    array = np.load(npy)
+    about = json.loads(meta.read_text())
+    if list(array.shape) != about.get("shape"):
+        raise MediaError(f"{npy} holds shape {list(array.shape)} but {meta.name} says {about.get('shape')}.")
+    return array, about

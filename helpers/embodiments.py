@@ -1,0 +1,378 @@
+"""Action-conditioned generation settings, one preset per embodiment, validated like the audiovisual presets.
+
+A Cosmos 3 action task (forward dynamics, inverse dynamics, policy) runs on one embodiment domain, whose action
+width, chunk size, frame rate, resolution tier, view point and prompt are fixed by how the model was trained and
+how NVIDIA runs it. `settings_for` picks them, applies a size preset (`smoke`, `draft`, `default`) and validated
+overrides, and refuses what the model cannot take before anything is loaded or sent. Both backends read the same
+`ActionSettings`. Each value's source is in `Embodiment.source` and in docs/action.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from helpers.errors import InvalidSettingError
+
+TASKS: dict[str, str] = {
+    "forward_dynamics": "fd",  # a start image and actions in, video out
+    "inverse_dynamics": "id",  # a clip in, the actions behind it out
+    "policy": "policy",  # a first frame and an instruction in, video and actions out
+}
+VIEW_POINTS: dict[str, str] = {
+    # The framing sentence diffusers 0.42.1 writes into the action caption for each view (the model was trained on
+    # these exact sentences).
+    "ego_view": "This video is captured from a first-person perspective looking at the scene.",
+    "third_person_view": "This video is captured from a third-person perspective looking towards the agent from the "
+    "front.",
+    "wrist_view": "This video is captured from a wrist-mounted camera.",
+    "concat_view": "This video contains concatenated views from multiple camera perspectives.",
+}
+# The canvas (width, height) of each action resolution tier for each picture shape (diffusers 0.42.1 and vLLM-Omni
+# 0.30.0 share this table); the input is fitted into it without upscaling and padded.
+CANVASES: dict[int, tuple[tuple[int, int], ...]] = {
+    256: ((256, 256), (320, 256), (256, 320), (320, 192), (192, 320)),
+    480: ((640, 640), (736, 544), (544, 736), (832, 480), (480, 832)),
+    704: ((960, 960), (1088, 832), (832, 1088), (1280, 704), (704, 1280)),
+    720: ((960, 960), (1104, 832), (832, 1104), (1280, 720), (720, 1280)),
+}
+# Every domain of diffusers 0.42.1's `_EMBODIMENT_TO_RAW_ACTION_DIM`: its action width (9-D pose blocks, 1-D grasp
+# states, 15-D fingertip sets). The model pads each to its `action_dim` (64) and refuses wider ones.
+ACTION_WIDTHS: dict[str, int] = {
+    "av": 9,
+    "camera_pose": 9,
+    "pusht": 2,
+    "umi": 10,
+    "bridge_orig_lerobot": 10,
+    "droid_lerobot": 10,
+    "robomind-franka": 10,
+    "robomind-franka-dual": 20,
+    "robomind-ur": 10,
+    "galbot": 30,
+    "agibotworld": 29,
+    "agibot_gear_gripper": 29,
+    "agibot_gear_gripper_ext": 29,
+    "fractal": 10,
+    "hand_pose": 57,
+}
+_NVIDIA = "NVIDIA's Cosmos 3 action cookbook (cookbooks/cosmos3/generator/action/"
+# Shared by NVIDIA's action notebooks on both backends; vLLM-Omni 0.30.0's action defaults (30 steps, guidance 1.0)
+# agree. Guidance 1.0 runs one transformer pass a step: no unconditional pass.
+STEPS, GUIDANCE = 30, 1.0
+# NVIDIA's Diffusers and vLLM-Omni notebooks shift 10 for every world-model task; vLLM-Omni's own action default is
+# 5, and NVIDIA's policy notebook sends 5. The cookbook follows NVIDIA's notebooks and sends the shift every time.
+FLOW_SHIFT, POLICY_FLOW_SHIFT = 10.0, 5.0
+
+
+@dataclass(frozen=True)
+class Embodiment:
+    """One action domain as NVIDIA runs it. `translation_scale`: stored translations are metres times this.
+    `normalized`: the model reads actions normalised per channel (`helpers.actions.DROID_NORMALIZATION`)."""
+
+    domain_name: str
+    title: str
+    chunk_size: int
+    fps: int
+    resolution_tier: int
+    view_point: str
+    prompt: str
+    source: str
+    translation_scale: float = 1.0
+    normalized: bool = False
+    policy_prompt: str = ""
+
+    @property
+    def action_width(self) -> int:
+        return ACTION_WIDTHS[self.domain_name]
+
+
+EMBODIMENTS: dict[str, Embodiment] = {
+    e.domain_name: e
+    for e in (
+        Embodiment(
+            "av",
+            "Autonomous vehicle, ego trajectory",
+            chunk_size=60,
+            fps=10,
+            resolution_tier=480,
+            view_point="ego_view",
+            prompt="You are an autonomous vehicle planning system.",
+            translation_scale=1.35,
+            source=f"{_NVIDIA}run_fd_with_diffusers.ipynb, run_id_with_diffusers.ipynb: 60 actions, 61 frames at "
+            "10 fps, tier 480, ego view, this prompt; pose_rel_to_abs with translation_scale 1.35)",
+        ),
+        Embodiment(
+            "camera_pose",
+            "Camera trajectory",
+            chunk_size=60,
+            fps=30,
+            resolution_tier=480,
+            view_point="ego_view",
+            prompt="A slow cinematic camera move through the scene.",
+            source=f"{_NVIDIA}run_fd_with_diffusers.ipynb: 60 actions at 30 fps, tier 480, ego view; the prompt "
+            "is the cookbook's own)",
+        ),
+        Embodiment(
+            "droid_lerobot",
+            "DROID, Franka arm with a gripper",
+            chunk_size=16,
+            fps=15,
+            resolution_tier=480,
+            view_point="third_person_view",
+            prompt="The robot arm reaches down, grasps the red block and lifts it.",
+            normalized=True,
+            policy_prompt="Pick up the object and place it in the target container.",
+            source=f"{_NVIDIA}run_fd_with_diffusers.ipynb, run_policy_with_vllm_omni.ipynb: 16 actions, 17 frames "
+            "at 15 fps, tier 480, quantile-normalised actions, rollouts of 16-action chunks; policy prompt and shift "
+            "5 from the policy notebook; the view is the cookbook's single third-person camera)",
+        ),
+        Embodiment(
+            "umi",
+            "UMI hand-held gripper",
+            chunk_size=16,
+            fps=20,
+            resolution_tier=256,
+            view_point="ego_view",
+            prompt="A hand-held gripper arranges objects on a desk.",
+            source=f"{_NVIDIA}run_fd_with_diffusers.ipynb: 16 actions at 20 fps, tier 256, ego view)",
+        ),
+        Embodiment(
+            "hand_pose",
+            "Egocentric two-hand motion",
+            chunk_size=16,
+            fps=15,
+            resolution_tier=480,
+            view_point="ego_view",
+            prompt="Two hands work at a table, seen from the wearer's eyes.",
+            source=f"{_NVIDIA}run_fd_with_diffusers.ipynb: 16 actions at 15 fps, tier 480)",
+        ),
+    )
+}
+POLICY_EMBODIMENTS: tuple[str, ...] = ("droid_lerobot",)  # the published policy checkpoint is DROID's
+
+
+@dataclass(frozen=True)
+class ActionPreset:
+    """How big and how long: `tier` None keeps the embodiment's own."""
+
+    name: str
+    tier: int | None
+    steps: int
+    purpose: str
+
+
+ACTION_PRESETS: dict[str, ActionPreset] = {
+    p.name: p
+    for p in (
+        ActionPreset("smoke", 256, 2, "random weights on a CPU: every call in seconds"),
+        ActionPreset("draft", 256, STEPS, "the smallest tier at full steps"),
+        ActionPreset("default", None, STEPS, "NVIDIA's settings for each embodiment"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class ActionSettings:
+    """Everything that decides one action generation, whatever backend runs it."""
+
+    task: str
+    domain_name: str
+    action_width: int
+    chunk_size: int
+    fps: int
+    resolution_tier: int
+    num_inference_steps: int
+    guidance_scale: float
+    flow_shift: float
+    view_point: str
+    prompt: str
+    seed: int
+    translation_scale: float
+    normalized: bool
+
+    @property
+    def num_frames(self) -> int:
+        """Frames of the clip: the chunk's actions are the transitions between them."""
+        return self.chunk_size + 1
+
+    @property
+    def mode(self) -> str:
+        return f"{TASKS[self.task]}_{self.domain_name}"
+
+    def canvas(self, width: int, height: int) -> tuple[int, int]:
+        """The (width, height) a picture of this shape is generated at, on this tier."""
+        return canvas(width, height, self.resolution_tier)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "num_frames": self.num_frames}
+
+
+def _allowed(values: Any) -> str:
+    return ", ".join(repr(v) for v in values)
+
+
+def canvas(width: int, height: int, tier: int) -> tuple[int, int]:
+    """The tier's canvas whose shape is closest to `width` x `height`."""
+    check_tier(tier)
+    return min(CANVASES[tier], key=lambda size: abs(size[1] / size[0] - height / width))
+
+
+def check_tier(tier: int) -> int:
+    if tier not in CANVASES:
+        raise InvalidSettingError(f"resolution_tier={tier!r} is not an action tier. Allowed: {_allowed(CANVASES)}.")
+    return tier
+
+
+def get_embodiment(domain_name: str) -> Embodiment:
+    if domain_name not in EMBODIMENTS:
+        others = sorted(set(ACTION_WIDTHS) - set(EMBODIMENTS))
+        raise InvalidSettingError(
+            f"domain_name={domain_name!r} has no preset. Allowed: {_allowed(EMBODIMENTS)} (the model also knows "
+            f"{', '.join(others)}, without published settings)."
+        )
+    return EMBODIMENTS[domain_name]
+
+
+_OVERRIDES = ("num_frames", "chunk_size", "fps", "resolution_tier", "num_inference_steps", "view_point", "prompt")
+
+
+def settings_for(
+    task: str, domain_name: str, preset: str = "default", *, seed: int = 0, **overrides: Any
+) -> ActionSettings:
+    """The settings of one action task on one embodiment under a size preset, with validated overrides (each
+    error names the field and the allowed values)."""
+    if task not in TASKS:
+        raise InvalidSettingError(f"task={task!r} is not an action task. Allowed: {_allowed(TASKS)}.")
+    e = get_embodiment(domain_name)
+    if task == "policy" and domain_name not in POLICY_EMBODIMENTS:
+        raise InvalidSettingError(
+            f"task='policy' needs a policy checkpoint for domain_name={domain_name!r}; the published one "
+            f"(nvidia/Cosmos3-Nano-Policy-DROID) is for {_allowed(POLICY_EMBODIMENTS)}."
+        )
+    if preset not in ACTION_PRESETS:
+        raise InvalidSettingError(f"PRESET={preset!r} is not an action preset. Allowed: {_allowed(ACTION_PRESETS)}.")
+    unknown = sorted(set(overrides) - set(_OVERRIDES))
+    if unknown:
+        raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {_allowed(_OVERRIDES)}.")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    p = ACTION_PRESETS[preset]
+    chunk_size = int(given.get("chunk_size", e.chunk_size))
+    if chunk_size < 1:
+        raise InvalidSettingError(
+            f"chunk_size={chunk_size} must be at least 1 (NVIDIA's for {domain_name}: {e.chunk_size})."
+        )
+    if "num_frames" in given and given["num_frames"] != chunk_size + 1:
+        raise InvalidSettingError(
+            f"num_frames={given['num_frames']} does not match chunk_size={chunk_size}: an action chunk of N steps "
+            f"spans N + 1 frames, so num_frames must be {chunk_size + 1} (or leave it unset)."
+        )
+    if chunk_size % 4:
+        raise InvalidSettingError(
+            f"chunk_size={chunk_size} gives {chunk_size + 1} frames, which the video autoencoder cannot pack (frames "
+            "must be 4k + 1): use a multiple of 4, such as 8, 16 or 60."
+        )
+    view_point = given.get("view_point", e.view_point)
+    if view_point not in VIEW_POINTS:
+        raise InvalidSettingError(f"view_point={view_point!r} is not known. Allowed: {_allowed(VIEW_POINTS)}.")
+    fps = int(given.get("fps", e.fps))
+    if not 1 <= fps <= 60:
+        raise InvalidSettingError(f"fps={fps} is out of range: 1 to 60 (NVIDIA's for {domain_name}: {e.fps}).")
+    steps = int(given.get("num_inference_steps", p.steps))
+    if not 1 <= steps <= 200:
+        raise InvalidSettingError(f"num_inference_steps={steps} is out of range: 1 to 200.")
+    policy = task == "policy"
+    return ActionSettings(
+        task=task,
+        domain_name=domain_name,
+        action_width=e.action_width,
+        chunk_size=chunk_size,
+        fps=fps,
+        resolution_tier=check_tier(int(given.get("resolution_tier", p.tier or e.resolution_tier))),
+        num_inference_steps=steps,
+        guidance_scale=GUIDANCE,
+        flow_shift=POLICY_FLOW_SHIFT if policy else FLOW_SHIFT,
+        view_point=view_point,
+        prompt=given.get("prompt", e.policy_prompt if policy else e.prompt),
+        seed=seed,
+        translation_scale=e.translation_scale,
+        normalized=e.normalized,
+    )
+
+
+def check_actions(actions: Any, s: ActionSettings) -> np.ndarray:
+    """The actions of one chunk as a float32 (chunk_size, action_width) array, or an error naming what differs."""
+    array = np.asarray(actions, dtype=np.float32)
+    if array.ndim != 2:
+        raise InvalidSettingError(f"actions must be a 2-D array (steps, {s.action_width}); got shape {array.shape}.")
+    if array.shape[1] != s.action_width:
+        raise InvalidSettingError(
+            f"actions have {array.shape[1]} columns but domain_name={s.domain_name!r} takes {s.action_width} "
+            f"per step (helpers.embodiments.ACTION_WIDTHS). Give one {s.action_width}-wide row per step."
+        )
+    if array.shape[0] != s.chunk_size:
+        raise InvalidSettingError(
+            f"actions have {array.shape[0]} steps but chunk_size is {s.chunk_size}: split a longer trajectory with "
+            "helpers.actions.chunks(actions, chunk_size) and send one chunk per call."
+        )
+    if not np.isfinite(array).all():
+        raise InvalidSettingError("actions contain NaN or infinity: every value must be a finite number.")
+    return array
+
+
+def check_action_heads(transformer_config: Mapping[str, Any], widest: int = 0) -> None:
+    """Refuse a checkpoint without action heads (or with heads narrower than `widest`) before any generation."""
+    if not transformer_config.get("action_gen", False):
+        raise InvalidSettingError(
+            "This checkpoint has no action heads: its transformer config has action_gen=False. Action tasks need "
+            "a Cosmos 3 checkpoint trained with action_gen=True (nvidia/Cosmos3-Nano, nvidia/Cosmos3-Super, "
+            "nvidia/Cosmos3-Nano-Policy-DROID, or MODEL='tiny')."
+        )
+    if transformer_config.get("action_dim", 0) < widest:
+        raise InvalidSettingError(
+            f"This checkpoint's action_dim={transformer_config.get('action_dim')} is narrower than the {widest}-wide "
+            "actions asked for: use a checkpoint with action_dim of at least that (the published ones have 64)."
+        )
+
+
+def caption(s: ActionSettings, width: int, height: int) -> str:
+    """The structured action caption diffusers 0.42.1 builds from `s.prompt` and the view point, for a canvas of
+    `width` x `height`. vLLM-Omni 0.30.0 takes the prompt as it is sent, so sending this one gives both backends
+    the same text."""
+    seconds = s.num_frames / s.fps
+    minutes, rest = divmod(round(seconds), 60)
+    text = s.prompt.strip()
+    if text and not text.endswith((".", "!", "?")):
+        text += "."
+    shapes = {"1,1": 1.0, "4,3": 4 / 3, "3,4": 3 / 4, "16,9": 16 / 9, "9,16": 9 / 16}
+    fields = {
+        "cinematography": {"framing": VIEW_POINTS[s.view_point]},
+        "actions": [{"time": f"0:00-{minutes}:{rest:02d}", "description": text}],
+        "duration": f"{math.floor(seconds)}s",
+        "fps": float(s.fps),
+        "resolution": {"H": height, "W": width},
+        "aspect_ratio": min(shapes, key=lambda k: abs(shapes[k] - width / height)),
+    }
+    return json.dumps(fields)
+
+
+def describe() -> list[dict[str, Any]]:
+    """One row per embodiment preset, for a table."""
+    return [
+        {
+            "domain_name": e.domain_name,
+            "embodiment": e.title,
+            "width": e.action_width,
+            "chunk": e.chunk_size,
+            "frames": e.chunk_size + 1,
+            "fps": e.fps,
+            "tier": e.resolution_tier,
+            "view_point": e.view_point,
+        }
+        for e in EMBODIMENTS.values()
+    ]

@@ -316,3 +316,10 @@ def lossless_clip(frames: Sequence[Any], fps: float) -> bytes:
             container.mux(stream.encode(frame))
         container.mux(stream.encode())
     return buffer.getvalue()
+
+
+def png_bytes(image: Any) -> bytes:
+    """A picture as PNG bytes, for uploading it without loss."""
+    buffer = io.BytesIO()
+    image.convert("RGB").save(buffer, format="PNG")
+    return buffer.getvalue()

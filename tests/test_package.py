@@ -93,6 +93,7 @@ def test_helpers_holds_what_the_notebooks_import_and_no_formatting_golf():
 LAYERS = [
     {"helpers.errors"},
     {"helpers.assets", "helpers.media", "helpers.models", "helpers.random_checkpoints"},
+    {"helpers.actions", "helpers.embodiments", "helpers.trajectories"},
     {"helpers.presets", "helpers.environment", "helpers.display"},
     {"helpers.prompts", "helpers.runs"},
     {"helpers.with_diffusers", "helpers.with_vllm_omni"},

@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from helpers.embodiments import ActionSettings
 from helpers.errors import InvalidSettingError
 from helpers.presets import GenerationSettings
 from helpers.with_diffusers import calls
@@ -290,4 +291,43 @@ def generate(
         add_duration_template=plain if duration_template is None else duration_template,
         enable_safety_check=safety_check,
         callback_on_step_end=on_step_end,
+    )
+
+
+def act(pipe: Cosmos3OmniPipeline, settings: ActionSettings, picture: Any, actions: Any = None) -> Any:
+    """One action call for `settings`, as the action notebook's `act` makes it: `picture` (a start image, or a list
+    of frames for inverse dynamics) fitted to the tier's canvas, the actions' noise drawn before the video's (vLLM-
+    Omni's order), frames as numpy. Returns the pipeline's output."""
+    import torch
+    from diffusers import CosmosActionCondition
+
+    from helpers import media
+
+    clip = picture if isinstance(picture, list) else [picture]
+    width, height = settings.canvas(*clip[0].size)
+    clip = [media.fit_frame(frame, width, height) for frame in clip]
+    condition: dict[str, Any] = {"video": clip} if settings.task == "inverse_dynamics" else {"image": clip[0]}
+    if actions is not None:
+        condition["raw_actions"] = torch.from_numpy(actions)
+    pipe.scheduler = scheduler_for(pipe, settings.flow_shift)
+    generator = torch.Generator("cpu").manual_seed(settings.seed)
+    noise = torch.randn(settings.chunk_size, pipe.transformer.config.action_dim, generator=generator)
+    noise[:, settings.action_width :] = 0
+    return pipe(
+        prompt=settings.prompt,
+        action=CosmosActionCondition(
+            mode=settings.task,
+            chunk_size=settings.chunk_size,
+            domain_name=settings.domain_name,
+            resolution_tier=settings.resolution_tier,
+            view_point=settings.view_point,
+            **condition,
+        ),
+        fps=settings.fps,
+        num_inference_steps=settings.num_inference_steps,
+        guidance_scale=settings.guidance_scale,
+        use_system_prompt=False,
+        generator=generator,
+        action_latents=None if settings.task == "forward_dynamics" else noise,
+        output_type="np",
     )

@@ -11,10 +11,12 @@ import nbformat
 from helpers.assets import notebook_path
 from helpers.errors import InvalidSettingError
 
-# The main pair, which teaches the calls, and the tuning notebook, which times the cookbook's speed patches.
+# The audiovisual pair, which teaches the calls, and its tuning notebook, which times the cookbook's speed patches
+# (bare names: the audiovisual family); then the action pair.
 PAIR = ("run_with_diffusers.ipynb", "run_with_vllm_omni.ipynb")
 TUNING = "make_it_fast_with_diffusers.ipynb"
-NOTEBOOKS = (*PAIR, TUNING)
+ACTION_PAIR = ("action/run_with_diffusers.ipynb", "action/run_with_vllm_omni.ipynb")
+NOTEBOOKS = (*PAIR, TUNING, *ACTION_PAIR)
 KERNEL = "python3"
 
 

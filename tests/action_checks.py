@@ -1,0 +1,79 @@
+"""Checks of an action notebook's run, shared by the CPU tests and the GPU runner: every file the manifest lists is
+decoded or loaded again and must be what the settings ask for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from cookbook_tools import notebooks
+
+from helpers import actions, assets, embodiments, media
+
+ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR
+
+
+def expected(preset: str, chunks: int) -> tuple[dict[str, tuple[str, int]], dict[str, tuple[int, int]]]:
+    """The videos a run writes (name -> (domain, frames)) and its action files (name -> shape)."""
+    car = embodiments.settings_for("forward_dynamics", "av", preset)
+    arm = embodiments.settings_for("forward_dynamics", "droid_lerobot", preset)
+    videos = {"quickstart": ("av", car.num_frames), "fd_av": ("av", car.num_frames), "fd_av_id": ("av", car.num_frames)}
+    for i in range(chunks):
+        videos |= {f"fd_droid_chunk{i}": ("droid_lerobot", arm.num_frames)}
+        videos |= {f"fd_droid_chunk{i}_id": ("droid_lerobot", arm.num_frames)}
+    videos |= {"fd_droid_rollout": ("droid_lerobot", chunks * arm.chunk_size + 1), "id_av": ("av", car.num_frames)}
+    videos |= {"policy_droid_lerobot": ("droid_lerobot", arm.num_frames)}
+    files = {
+        "fd_av_given": (car.chunk_size, car.action_width),
+        "fd_av_recovered": (car.chunk_size, car.action_width),
+        "fd_droid_given": (chunks * arm.chunk_size, arm.action_width),
+        "fd_droid_recovered": (chunks * arm.chunk_size, arm.action_width),
+        "id_av_predicted": (car.chunk_size, car.action_width),
+        "policy_droid_actions": (arm.chunk_size, arm.action_width),
+    }
+    return videos, files
+
+
+def check_action_run(run_dir: Path, preset: str, seed: int, chunks: int) -> dict[str, Any]:
+    """Every video has chunk + 1 frames (the rollout: chunks x chunk + 1) at its embodiment's frame rate, on the
+    tier's canvas or inside it; every action file pair has the shape (steps, action width) and says its domain and
+    units; every plot is a PNG; the given trajectories are the bundled ones, unchanged."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    outputs = {o["path"]: o for o in manifest["outputs"]}
+    videos, files = expected(preset, chunks)
+    listed = {o["mode"] for o in manifest["outputs"] if o["kind"] == "video"}
+    assert listed == set(videos), sorted(listed ^ set(videos))
+    for name, (domain, frames) in videos.items():
+        info = media.probe(run_dir / f"{name}.mp4")
+        e = embodiments.EMBODIMENTS[domain]
+        tier = embodiments.ACTION_PRESETS[preset].tier or e.resolution_tier
+        canvas = embodiments.canvas(info.width, info.height, tier)
+        assert (info.codec, info.num_frames, round(info.fps), info.has_audio) == ("h264", frames, e.fps, False), (
+            name,
+            info,
+        )
+        assert info.width <= canvas[0] and info.height <= canvas[1] and info.width % 16 == info.height % 16 == 0, info
+        assert outputs[f"{name}.mp4"]["num_frames"] == frames
+        if name != "quickstart" and "rollout" not in name:
+            assert outputs[f"{name}.mp4"]["seed"] == seed and outputs[f"{name}.mp4"]["seconds"] > 0
+    for name, shape in files.items():
+        array, about = actions.read(run_dir / f"{name}.npy")
+        assert array.shape == shape and array.dtype == np.float32 and np.isfinite(array).all(), (name, array.shape)
+        assert (
+            about["shape"] == list(shape)
+            and about["units"]
+            and about["domain_name"] in name.replace("droid", "droid_lerobot")
+        )
+        assert {f"{name}.npy", f"{name}.json"} <= set(outputs), f"{name} is not in the manifest"
+    bundled = assets.assets_dir("action") / "trajectories"
+    np.testing.assert_array_equal(
+        actions.read(run_dir / "fd_av_given.npy")[0], actions.read(bundled / "av_drive.npy")[0]
+    )
+    arm_given = actions.read(bundled / "droid_pick.npy")[0][: files["fd_droid_given"][0]]
+    np.testing.assert_array_equal(actions.read(run_dir / "fd_droid_given.npy")[0], arm_given)
+    for plot in ("fd_av_plot", "fd_droid_plot", "id_av_plot", "policy_droid_plot"):
+        info = media.probe(run_dir / f"{plot}.png")
+        assert info.kind == "image" and info.width > 300 and outputs[f"{plot}.png"]["kind"] == "image"
+    return manifest

@@ -1,0 +1,183 @@
+"""The action pair (`cookbooks/cosmos3/generator/action/`) end to end on the tiny checkpoints, by papermill and by
+nbmake: the vLLM-Omni notebook against the real server. Every file they write is decoded or loaded again
+(`tests/action_checks.py`), and the two notebooks' videos and actions are compared with each other."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from cookbook_tools import notebooks
+from papermill.iorw import load_notebook_node
+from papermill.parameterize import parameterize_notebook
+
+from helpers import actions, media
+from helpers.assets import notebook_path
+from tests.action_checks import ACTION_DIFFUSERS, ACTION_VLLM, check_action_run
+from tests.conftest import SERVER_KEY
+from tests.notebook_checks import mean_frame_difference
+
+SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0, "PROGRESS": False}
+CHUNKS = 3  # the notebooks' default rollout
+
+pytestmark = pytest.mark.notebook
+
+
+def _execute(name: str, out: Path, **parameters: object) -> Path:
+    return notebooks.execute(name, out / Path(name).name, {**SMOKE, "OUTPUT_DIR": str(out / "media"), **parameters})
+
+
+@pytest.fixture(scope="module")
+def diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
+    return _execute(ACTION_DIFFUSERS, tmp_path_factory.mktemp("action-diffusers"))
+
+
+@pytest.fixture(scope="module")
+def vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server) -> Path:
+    # MODEL="tiny" is served by the session's server; the policy's checkpoint ("tiny-nosound", the shape of
+    # nvidia/Cosmos3-Nano-Policy-DROID) gets a server the notebook starts and stops itself.
+    folder = tmp_path_factory.mktemp("action-vllm")
+    return _execute(ACTION_VLLM, folder, BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY)
+
+
+def _printed(executed: Path) -> str:
+    cells = nbformat.read(executed, as_version=4).cells
+    return "\n".join(o.get("text", "") for cell in cells for o in cell.get("outputs", []))
+
+
+def _sections(name: str) -> list[str]:
+    nb = nbformat.read(notebook_path(name), as_version=4)
+    return [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
+
+
+def test_the_twins_mirror_each_other_and_start_with_the_quickstart() -> None:
+    vllm_only = {"## How large an action request may be"}
+    vllm, diffusers = _sections(ACTION_VLLM), _sections(ACTION_DIFFUSERS)
+    assert vllm_only <= set(vllm)
+    assert [h for h in vllm if h not in vllm_only] == diffusers
+    assert diffusers[:2] == ["## Parameters", "## Quickstart"]
+
+
+def test_parameters_are_the_twins_plus_the_servers() -> None:
+    # papermill only warns about unknown names, so the names the tests and docs use are checked here.
+    extra = {"BASE_URL", "POLICY_BASE_URL", "API_KEY"}
+    assert notebooks.parameter_names(ACTION_VLLM) == notebooks.parameter_names(ACTION_DIFFUSERS) | extra
+    assert set(SMOKE) | {"OUTPUT_DIR", "POLICY_MODEL", "ROLLOUT_CHUNKS"} <= notebooks.parameter_names(ACTION_DIFFUSERS)
+
+
+@pytest.mark.parametrize("name", [ACTION_DIFFUSERS, ACTION_VLLM])
+def test_committed_without_outputs_on_the_python3_kernel(name: str) -> None:
+    nb = nbformat.read(notebook_path(name), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert nb.metadata.kernelspec.name == "python3" and code[0].metadata.get("tags") == ["parameters"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+
+
+def test_diffusers_notebook_writes_every_video_action_file_and_plot(diffusers_run: Path) -> None:
+    manifest = check_action_run(notebooks.run_folder_from(diffusers_run), "smoke", 0, CHUNKS)
+    assert manifest["info"]["device"] == "cpu"
+    printed = _printed(diffusers_run)
+    # "When a call is wrong": the cookbook's own checks and diffusers' CosmosActionCondition, each naming the field.
+    assert "actions have 7 columns but domain_name='av' takes 9" in printed
+    assert "domain_name='tank' has no preset" in printed
+    assert "num_frames must be 61" in printed
+    assert "`raw_actions` width (7) does not match the expected action width (9)" in printed
+
+
+def test_vllm_notebook_against_the_real_server_writes_the_same_files(vllm_run: Path) -> None:
+    check_action_run(notebooks.run_folder_from(vllm_run), "smoke", 0, CHUNKS)
+    printed = _printed(vllm_run)
+    assert "HTTP 400: Part exceeded maximum size of 1024KB." in printed  # the 20,000-step action field
+    assert "HTTP 500: Unknown Cosmos3 action domain_name='tank'" in printed  # the job failed; act raised its error
+    assert "local server stopped" in printed  # the policy's server, started by the notebook
+
+
+def _frames(run: Path, name: str) -> np.ndarray:
+    return media.read_frames(run / f"{name}.mp4").astype(np.int16)
+
+
+# Measured on the tiny checkpoints with the smoke preset: with the same seed, the two notebooks' forward-dynamics
+# videos differ by under 0.1 levels of 255 (the server computes in bfloat16 and encodes its own H.264) and their
+# predicted actions by about 1e-6, while changing only the seed moves the video by about 12 levels and the actions
+# by about 5 (the tiny transformer's actions are unscaled noise). Agreement is required within a fortieth of the
+# seed's effect on the frames and a thousandth on the actions: a backend that drew its noise in another order, or
+# padded the canvas the other did not, is as far apart as another seed.
+FRAME_FRACTION, ACTION_FRACTION = 1 / 40, 1 / 1000
+
+
+def test_the_two_notebooks_give_the_same_videos_and_actions(
+    diffusers_run: Path, vllm_run: Path, tmp_path: Path
+) -> None:
+    ours, theirs = notebooks.run_folder_from(diffusers_run), notebooks.run_folder_from(vllm_run)
+    other_seed = notebooks.run_folder_from(_execute(ACTION_DIFFUSERS, tmp_path, SEED=1, ROLLOUT_CHUNKS=1))
+    for video in ("fd_av", "fd_droid_chunk0", "policy_droid_lerobot"):
+        seed_effect = mean_frame_difference(_frames(ours, video), _frames(other_seed, video))
+        backends = mean_frame_difference(_frames(ours, video), _frames(theirs, video))
+        assert backends < FRAME_FRACTION * seed_effect, (video, backends, seed_effect)
+    for name in ("id_av_predicted", "policy_droid_actions"):
+        mine, served, seeded = (actions.read(run / f"{name}.npy")[0] for run in (ours, theirs, other_seed))
+        seed_effect, backends = np.abs(mine - seeded).mean(), np.abs(mine - served).mean()
+        assert backends < ACTION_FRACTION * seed_effect, (name, backends, seed_effect)
+
+
+@pytest.mark.parametrize("name", [ACTION_DIFFUSERS, ACTION_VLLM])
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({"ROLLOUT_CHUNKS": 5}, "ROLLOUT_CHUNKS=5 must be 1 to 3"),
+        ({"PRESET": "huge"}, "PRESET='huge' is not an action preset. Allowed: 'smoke', 'draft', 'default'"),
+    ],
+)
+def test_bad_parameters_stop_the_notebook_before_loading_or_starting_a_server(
+    name: str, parameters: dict, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import papermill
+
+    monkeypatch.delenv("OMNI_BASE_URL", raising=False)
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        _execute(name, tmp_path, **parameters)
+    assert message in str(err.value)
+    printed = _printed(tmp_path / Path(name).name)
+    assert "Connected to" not in printed and "action_dim=" not in printed
+
+
+def test_a_checkpoint_without_action_heads_is_refused_at_load_naming_the_field(tmp_path: Path) -> None:
+    import papermill
+
+    from helpers.random_checkpoints import ensure_tiny_checkpoint
+
+    folder = tmp_path / "no-action-heads"
+    shutil.copytree(ensure_tiny_checkpoint(), folder)
+    config = folder / "transformer" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "action_gen": False}))
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        _execute(ACTION_DIFFUSERS, tmp_path, MODEL=str(folder), POLICY_MODEL="tiny-nosound")
+    assert "its transformer config has action_gen=False" in str(err.value)
+    assert not list((tmp_path / "media").glob("*/quickstart.mp4"))  # stopped before the first call
+
+
+@pytest.mark.parametrize("name", [ACTION_DIFFUSERS, ACTION_VLLM])
+def test_nbmake_runs_a_parameterized_copy(name: str, tmp_path: Path, _isolated_cache: Path) -> None:
+    # nbmake takes no parameters: a copy gets them the way papermill injects them. The vLLM-Omni copy starts (and
+    # stops) its own server, as a reader's "Run All" does; the policy runs there too (POLICY_MODEL = MODEL).
+    params = {**SMOKE, "ROLLOUT_CHUNKS": 1, "POLICY_MODEL": "tiny", "OUTPUT_DIR": str(tmp_path / "media")}
+    copy = tmp_path / Path(name).name
+    nbformat.write(parameterize_notebook(load_notebook_node(str(notebook_path(name))), params), copy)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbmake", "--nbmake-timeout=600", "-q", "-p", "no:cacheprovider", str(copy)],
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "OMNI_BASE_URL"},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (run,) = (tmp_path / "media").glob("*-*")
+    check_action_run(run, "smoke", 0, 1)

@@ -1,0 +1,99 @@
+"""The action presets: NVIDIA's per-embodiment settings, errors that name the field, and the tables and the caption
+that must be diffusers 0.42.1's own (the vLLM-Omni notebook sends the caption diffusers would build)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from diffusers.pipelines.cosmos import pipeline_cosmos3_omni as cosmos3
+from diffusers.video_processor import VideoProcessor
+
+from helpers import embodiments
+from helpers.errors import InvalidSettingError
+
+
+def test_each_embodiment_runs_as_nvidia_runs_it() -> None:
+    car = embodiments.settings_for("forward_dynamics", "av")
+    assert (car.chunk_size, car.num_frames, car.fps, car.resolution_tier, car.view_point) == (
+        60,
+        61,
+        10,
+        480,
+        "ego_view",
+    )
+    assert (car.num_inference_steps, car.guidance_scale, car.flow_shift, car.action_width) == (30, 1.0, 10.0, 9)
+    arm = embodiments.settings_for("forward_dynamics", "droid_lerobot")
+    assert (arm.chunk_size, arm.fps, arm.action_width, arm.normalized) == (16, 15, 10, True)
+    policy = embodiments.settings_for("policy", "droid_lerobot")
+    assert (policy.flow_shift, policy.prompt) == (5.0, "Pick up the object and place it in the target container.")
+    smoke = embodiments.settings_for("inverse_dynamics", "av", "smoke", seed=4)
+    assert (smoke.resolution_tier, smoke.num_inference_steps, smoke.chunk_size, smoke.seed) == (256, 2, 60, 4)
+    assert smoke.mode == "id_av" and smoke.to_dict()["num_frames"] == 61
+    assert all(e.source for e in embodiments.EMBODIMENTS.values())
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: embodiments.settings_for("dreaming", "av"), "task='dreaming' is not an action task. Allowed:"),
+        (lambda: embodiments.settings_for("forward_dynamics", "tank"), "domain_name='tank' has no preset. Allowed:"),
+        (lambda: embodiments.settings_for("policy", "av"), "the published one (nvidia/Cosmos3-Nano-Policy-DROID)"),
+        (lambda: embodiments.settings_for("forward_dynamics", "av", "huge"), "PRESET='huge' is not an action preset"),
+        (lambda: embodiments.settings_for("forward_dynamics", "av", chunk_size=10), "chunk_size=10 gives 11 frames"),
+        (lambda: embodiments.settings_for("forward_dynamics", "av", num_frames=60), "num_frames must be 61"),
+        (lambda: embodiments.settings_for("forward_dynamics", "av", view_point="top"), "view_point='top' is not known"),
+        (lambda: embodiments.settings_for("forward_dynamics", "av", fps=0), "fps=0 is out of range"),
+        (lambda: embodiments.settings_for("forward_dynamics", "av", resolution_tier=300), "resolution_tier=300"),
+        (lambda: embodiments.settings_for("forward_dynamics", "av", guidance=2), "Unknown setting(s) ['guidance']"),
+    ],
+)
+def test_a_wrong_setting_names_the_field_and_the_allowed_values(call, message: str) -> None:
+    with pytest.raises(InvalidSettingError) as err:
+        call()
+    assert message in str(err.value)
+
+
+def test_actions_are_checked_against_the_embodiment() -> None:
+    s = embodiments.settings_for("forward_dynamics", "av", chunk_size=8)
+    good = np.zeros((8, 9), dtype=np.float64)
+    assert embodiments.check_actions(good, s).dtype == np.float32
+    for wrong, message in [
+        (np.zeros((8, 7)), "actions have 7 columns but domain_name='av' takes 9"),
+        (np.zeros((9, 9)), "actions have 9 steps but chunk_size is 8"),
+        (np.zeros(9), "must be a 2-D array"),
+        (np.full((8, 9), np.nan), "NaN or infinity"),
+    ]:
+        with pytest.raises(InvalidSettingError, match=message.replace("(", r"\(")):
+            embodiments.check_actions(wrong, s)
+
+
+def test_a_checkpoint_without_action_heads_or_too_narrow_ones_is_refused() -> None:
+    embodiments.check_action_heads({"action_gen": True, "action_dim": 64}, widest=57)
+    with pytest.raises(InvalidSettingError, match="action_gen=False"):
+        embodiments.check_action_heads({"action_gen": False, "action_dim": 64})
+    with pytest.raises(InvalidSettingError, match="action_dim=9 is narrower than the 10-wide"):
+        embodiments.check_action_heads({"action_gen": True, "action_dim": 9}, widest=10)
+
+
+def test_the_tables_are_diffusers_own() -> None:
+    assert embodiments.ACTION_WIDTHS == cosmos3._EMBODIMENT_TO_RAW_ACTION_DIM
+    assert embodiments.VIEW_POINTS == cosmos3._ACTION_VIEWPOINT_TEMPLATES
+    for tier, bins in cosmos3._ACTION_RESOLUTION_BINS.items():
+        for width, height in [(832, 480), (736, 544), (480, 832), (640, 640), (1280, 720), (300, 200)]:
+            want_h, want_w = VideoProcessor.classify_height_width_bin(height, width, ratios=bins)
+            assert embodiments.canvas(width, height, int(tier)) == (want_w, want_h), (tier, width, height)
+
+
+@pytest.mark.parametrize(
+    ("task", "domain", "preset", "size"),
+    [("forward_dynamics", "av", "default", (832, 480)), ("policy", "droid_lerobot", "smoke", (320, 256))],
+)
+def test_the_caption_is_the_one_diffusers_builds(task: str, domain: str, preset: str, size: tuple[int, int]) -> None:
+    s = embodiments.settings_for(task, domain, preset)
+    want = cosmos3.Cosmos3OmniPipeline._build_action_json_prompt(
+        s.prompt, view_point=s.view_point, num_frames=s.num_frames, fps=s.fps, height=size[1], width=size[0]
+    )
+    assert embodiments.caption(s, *size) == want
+    assert json.loads(want)["resolution"] == {"H": size[1], "W": size[0]}

@@ -33,17 +33,26 @@ def main(argv: list[str] | None = None) -> int:
         "--modes", default=",".join(MODES), help="the main notebooks' MODES (the tuning one keeps its own)"
     )
     parser.add_argument("--output-dir", default="outputs/demo", help="where executed notebooks and media go")
+    parser.add_argument(
+        "--notebooks", default="", help="a comma-separated subset of the notebooks (names as in notebooks.NOTEBOOKS)"
+    )
     args = parser.parse_args(argv)
 
     out = Path(args.output_dir).resolve()
     run_dirs = []
-    for name in notebooks.available():
+    chosen = [n for n in args.notebooks.split(",") if n] or notebooks.available()
+    unknown = sorted(set(chosen) - set(notebooks.available()))
+    if unknown:
+        parser.error(f"--notebooks: unknown {unknown}; available: {', '.join(notebooks.available())}")
+    for name in chosen:
         start = time.perf_counter()
         executed = out / name.replace(".ipynb", ".executed.ipynb")
         print(f"Running {name} (MODEL={args.model}, PRESET={args.preset}) ...", flush=True)
         parameters = {"MODEL": args.model, "PRESET": args.preset, "OUTPUT_DIR": str(out / "media")}
         if name in notebooks.PAIR:
             parameters["MODES"] = args.modes
+        if name in notebooks.ACTION_PAIR:
+            parameters["ROLLOUT_CHUNKS"] = 1  # one chunk of the arm shows the rollout; the tour's default is three
         notebooks.execute(name, executed, parameters)
         run = notebooks.run_folder_from(executed)
         run_dirs.append(run)

@@ -305,6 +305,22 @@ def settings_for(
     )
 
 
+ACTION_SPEEDS: dict[str, str] = {
+    "none": "diffusers as it comes (a server: --enforce-eager)",
+    "fast": "the transformer's repeated layer compiled: the same output up to numerical noise",
+}
+
+
+def check_speed(speed: str) -> str:
+    """`SPEED` for the action notebooks: the switches measured on action tasks (docs/action.md)."""
+    if speed not in ACTION_SPEEDS:
+        raise InvalidSettingError(
+            f"SPEED={speed!r} is not measured on action tasks. Allowed: {_allowed(ACTION_SPEEDS)} (step caching and "
+            "the memory settings of the audiovisual notebooks are not)."
+        )
+    return speed
+
+
 def check_actions(actions: Any, s: ActionSettings) -> np.ndarray:
     """The actions of one chunk as a float32 (chunk_size, action_width) array, or an error naming what differs."""
     array = np.asarray(actions, dtype=np.float32)

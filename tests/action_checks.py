@@ -36,10 +36,11 @@ def expected(preset: str, chunks: int) -> tuple[dict[str, tuple[str, int]], dict
     return videos, files
 
 
-def check_action_run(run_dir: Path, preset: str, seed: int, chunks: int) -> dict[str, Any]:
+def check_action_run(run_dir: Path, preset: str, seed: int, chunks: int, quickstart_tier: int = 256) -> dict[str, Any]:
     """Every video has chunk + 1 frames (the rollout: chunks x chunk + 1) at its embodiment's frame rate, on the
-    tier's canvas or inside it; every action file pair has the shape (steps, action width) and says its domain and
-    units; every plot is a PNG; the given trajectories are the bundled ones, unchanged."""
+    tier's canvas or inside it (the quickstart's literal tier: 480, or 256 on the tiny checkpoint); every action file
+    pair has the shape (steps, action width) and says its domain and units; every plot is a PNG; the given
+    trajectories are the bundled ones, unchanged."""
     manifest = json.loads((run_dir / "manifest.json").read_text())
     outputs = {o["path"]: o for o in manifest["outputs"]}
     videos, files = expected(preset, chunks)
@@ -48,7 +49,7 @@ def check_action_run(run_dir: Path, preset: str, seed: int, chunks: int) -> dict
     for name, (domain, frames) in videos.items():
         info = media.probe(run_dir / f"{name}.mp4")
         e = embodiments.EMBODIMENTS[domain]
-        tier = embodiments.ACTION_PRESETS[preset].tier or e.resolution_tier
+        tier = quickstart_tier if name == "quickstart" else embodiments.ACTION_PRESETS[preset].tier or e.resolution_tier
         canvas = embodiments.canvas(info.width, info.height, tier)
         assert (info.codec, info.num_frames, round(info.fps), info.has_audio) == ("h264", frames, e.fps, False), (
             name,

@@ -141,11 +141,12 @@ def test_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Path, rec
 @pytest.mark.parametrize("runner", ["papermill", "nbmake"])
 def test_action_notebook_on_cuda(runner: str, size: str, tmp_path: Path, record_property) -> None:
     """The Diffusers action notebook: the quickstart (at the published tier 480 with nano-random), the car, the
-    arm's three-chunk rollout, inverse dynamics and the policy, every file checked as on CPU."""
+    arm's three-chunk rollout, inverse dynamics and the policy, every file checked as on CPU; compiled at nano size
+    (`SPEED="fast"`)."""
     _require_cuda()
     name, preset = notebooks.ACTION_PAIR[0], SIZES[size]["PRESET"]
-    parameters = {"MODEL": SIZES[size]["MODEL"], "PRESET": preset, "SEED": SEED, "DEVICE": "cuda", "PROGRESS": False}
-    parameters["OUTPUT_DIR"] = str(tmp_path / "media")
+    parameters = {"MODEL": SIZES[size]["MODEL"], "PRESET": preset, "SPEED": SIZES[size]["SPEED"], "SEED": SEED}
+    parameters |= {"DEVICE": "cuda", "PROGRESS": False, "OUTPUT_DIR": str(tmp_path / "media")}
     started = time.perf_counter()
     if runner == "papermill":
         executed = notebooks.execute(name, tmp_path / "action.ipynb", parameters, timeout_s=3600)
@@ -153,7 +154,8 @@ def test_action_notebook_on_cuda(runner: str, size: str, tmp_path: Path, record_
         executed = _run_nbmake(name, parameters, tmp_path)
     wall = time.perf_counter() - started
     assert error_outputs(executed) == []
-    manifest = check_action_run(notebooks.run_folder_from(executed), preset, SEED, 3)
+    quickstart_tier = 256 if size == "tiny" else 480  # the quickstart's literal numbers
+    manifest = check_action_run(notebooks.run_folder_from(executed), preset, SEED, 3, quickstart_tier)
     assert manifest["info"]["device"].startswith("cuda") and manifest["info"]["dtype"] == "bfloat16"
     facts = {"notebook": name, "runner": runner, "size": size, "wall_s": round(wall, 1)}
     facts["peak_gib"] = max(o.get("peak_memory_gib") or 0 for o in manifest["outputs"])

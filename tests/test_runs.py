@@ -115,3 +115,19 @@ def test_bytes_from_a_server_are_stored_and_a_video_with_sound_also_gets_its_wav
     assert (video["path"], video["has_audio"], video["server_seconds"]) == ("t2v_sound.mp4", True, 1.5)
     assert (wav["path"], wav["kind"]) == ("t2v_sound.wav", "audio")
     assert wav["audio"]["duration_s"] == pytest.approx(s.duration_s)
+
+
+def test_action_files_are_listed_as_pairs_with_their_settings_and_never_overwritten(tmp_path):
+    from helpers import actions, embodiments
+
+    run = runs.Run.create(tmp_path, backend="diffusers", model="tiny")
+    s = embodiments.settings_for("inverse_dynamics", "av", "smoke", seed=2)
+    first = run.add_actions("id_av", np.zeros((60, 9)), s, units="m")
+    second = run.add_actions("id_av", np.ones((60, 9)), s, units="m")
+    assert (first.name, second.name) == ("id_av.npy", "id_av-2.npy")
+    manifest = json.loads(run.manifest_path.read_text())["outputs"]
+    assert [o["path"] for o in manifest] == ["id_av.npy", "id_av.json", "id_av-2.npy", "id_av-2.json"]
+    assert {(o["kind"], o["num_frames"], o["fps"], o["seed"]) for o in manifest} == {("actions", 60, 10, 2)}
+    array, about = actions.read(second)
+    assert array.min() == 1 and about["domain_name"] == "av" and about["task"] == "inverse_dynamics"
+    assert {row["frames"] for row in run.summary()} == {60}

@@ -164,15 +164,14 @@ class ActionPreset:
     name: str
     tier: int | None
     steps: int
-    purpose: str
 
 
 ACTION_PRESETS: dict[str, ActionPreset] = {
     p.name: p
     for p in (
-        ActionPreset("smoke", 256, 2, "random weights on a CPU: every call in seconds"),
-        ActionPreset("draft", 256, STEPS, "the smallest tier at full steps"),
-        ActionPreset("default", None, STEPS, "NVIDIA's settings for each embodiment"),
+        ActionPreset("smoke", 256, 2),  # random weights on a CPU: every call in seconds
+        ActionPreset("draft", 256, STEPS),  # the smallest tier at full steps
+        ActionPreset("default", None, STEPS),  # NVIDIA's settings for each embodiment
     )
 }
 

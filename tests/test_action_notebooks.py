@@ -184,3 +184,16 @@ def test_nbmake_runs_a_parameterized_copy(name: str, tmp_path: Path, _isolated_c
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (run,) = (tmp_path / "media").glob("*-*")
     check_action_run(run, "smoke", 0, 1)
+
+
+def test_the_benchmarks_call_is_the_notebooks_call(diffusers_run: Path, tiny_pipe, tmp_path: Path) -> None:
+    # tools/benchmarks/action_tasks.py times `pipelines.act`; it must make what the notebook's `act` makes.
+    from helpers import assets, embodiments
+    from helpers.with_diffusers import pipelines
+
+    folder = assets.assets_dir("action")
+    s = embodiments.settings_for("forward_dynamics", "droid_lerobot", "smoke")
+    chunk = actions.DROID_NORMALIZATION.normalize(actions.read(folder / "trajectories" / "droid_pick.npy")[0][:16])
+    out = pipelines.act(tiny_pipe[0], s, media.load_image(folder / "images" / "droid_pick_start.png"), chunk)
+    ours = media.read_frames(media.write_video(tmp_path / "act.mp4", out.video, s.fps))
+    np.testing.assert_array_equal(ours, _frames(notebooks.run_folder_from(diffusers_run), "fd_droid_chunk0"))

@@ -87,6 +87,16 @@ def _run_nbmake(name: str, parameters: dict[str, object], folder: Path) -> Path:
     return copy
 
 
+def _record(facts: dict, manifest: dict, record_property) -> None:
+    """A run's time and memory, with each output's seconds, into the junit report and `$COSMOS3_GPU_RESULTS`."""
+    facts["seconds_per_output"] = {o["mode"]: o["seconds"] for o in manifest["outputs"] if o["seconds"] is not None}
+    for key, value in facts.items():
+        record_property(key, value)
+    if os.environ.get("COSMOS3_GPU_RESULTS"):
+        with open(os.environ["COSMOS3_GPU_RESULTS"], "a") as out:
+            out.write(json.dumps(facts) + "\n")
+
+
 @pytest.mark.notebook
 @pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("runner", ["papermill", "nbmake"])
@@ -128,12 +138,7 @@ def test_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Path, rec
         facts["server_peak_gib"] = round(
             max(o["server_peak_mb"] for o in manifest["outputs"] if "server_peak_mb" in o) / 1024, 2
         )
-    facts["seconds_per_output"] = {o["mode"]: o["seconds"] for o in manifest["outputs"] if o["seconds"] is not None}
-    for key, value in facts.items():
-        record_property(key, value)
-    if os.environ.get("COSMOS3_GPU_RESULTS"):
-        with open(os.environ["COSMOS3_GPU_RESULTS"], "a") as out:
-            out.write(json.dumps(facts) + "\n")
+    _record(facts, manifest, record_property)
 
 
 @pytest.mark.notebook
@@ -163,12 +168,7 @@ def test_action_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Pa
         facts["peak_gib"] = round(max(o.get("peak_memory_gib") or 0 for o in manifest["outputs"]), 2)
     else:
         facts["server_peak_gib"] = round(max(o.get("peak_memory_mb") or 0 for o in manifest["outputs"]) / 1024, 2)
-    facts["seconds_per_output"] = {o["mode"]: o["seconds"] for o in manifest["outputs"] if o["seconds"] is not None}
-    for key, value in facts.items():
-        record_property(key, value)
-    if os.environ.get("COSMOS3_GPU_RESULTS"):
-        with open(os.environ["COSMOS3_GPU_RESULTS"], "a") as out:
-            out.write(json.dumps(facts) + "\n")
+    _record(facts, manifest, record_property)
 
 
 def test_flash_attention_kernel_matches_pytorch_attention() -> None:

@@ -161,7 +161,7 @@ def test_a_checkpoint_without_action_heads_is_refused_at_load_naming_the_field(t
     config = folder / "transformer" / "config.json"
     config.write_text(json.dumps({**json.loads(config.read_text()), "action_gen": False}))
     with pytest.raises(papermill.PapermillExecutionError) as err:
-        _execute(ACTION_DIFFUSERS, tmp_path, MODEL=str(folder), POLICY_MODEL="tiny-nosound")
+        _execute(ACTION_DIFFUSERS, tmp_path, MODEL=str(folder), POLICY_MODEL="tiny-nosound", GUARDRAILS="off")
     assert "its transformer config has action_gen=False" in str(err.value)
     assert not list((tmp_path / "media").glob("*/quickstart.mp4"))  # stopped before the first call
 

@@ -34,6 +34,25 @@ def video(path: str | os.PathLike[str], width: int = 480) -> Any:
     return Video(str(target), embed=embed, width=width, html_attributes="controls loop")
 
 
+def side_by_side(videos: Mapping[str, str | os.PathLike[str]], width: int = 360) -> Any:
+    """Videos in one row, each under its caption (a control beside what was generated from it), embedded like
+    `video`, playing in a loop."""
+    from IPython.display import HTML
+
+    cells = []
+    for caption, path in videos.items():
+        target = Path(path)
+        if target.stat().st_size <= EMBED_LIMIT_BYTES:
+            source = "data:video/mp4;base64," + base64.b64encode(target.read_bytes()).decode()
+        else:
+            source = target.as_posix()
+        cells.append(
+            f"<td style='text-align:center'><video src='{html.escape(source)}' width='{width}' controls loop autoplay "
+            f"muted></video><br><small>{html.escape(caption)}</small></td>"
+        )
+    return HTML(f"<table><tr>{''.join(cells)}</tr></table>")
+
+
 def image(path: str | os.PathLike[str], width: int = 320) -> Any:
     from IPython.display import Image
 

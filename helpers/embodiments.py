@@ -310,12 +310,13 @@ ACTION_SPEEDS: dict[str, str] = {
 }
 
 
-def check_speed(speed: str) -> str:
-    """`SPEED` for the action notebooks: the switches measured on action tasks (docs/action.md)."""
+def check_speed(speed: str, family: str = "action") -> str:
+    """`SPEED` for the action and transfer notebooks: the switches measured on their tasks (docs/action.md,
+    docs/transfer.md)."""
     if speed not in ACTION_SPEEDS:
         raise InvalidSettingError(
-            f"SPEED={speed!r} is not measured on action tasks. Allowed: {_allowed(ACTION_SPEEDS)} (step caching and "
-            "the memory settings of the audiovisual notebooks are not)."
+            f"SPEED={speed!r} is not measured on {family} tasks. Allowed: {_allowed(ACTION_SPEEDS)} (step caching "
+            "and the memory settings of the audiovisual notebooks are not)."
         )
     return speed
 

@@ -301,6 +301,21 @@ def fit_frame(image: Any, width: int, height: int) -> Any:
     return resized.crop((left, top, left + width, top + height))
 
 
+def hstack(clips: Sequence[Sequence[Any]]) -> list[Any]:
+    """PIL clips joined side by side, frame by frame, as long as the shortest (several controls in one preview)."""
+    from PIL import Image
+
+    out = []
+    for frames in zip(*clips, strict=False):
+        row = Image.new("RGB", (sum(f.width for f in frames), max(f.height for f in frames)))
+        left = 0
+        for frame in frames:
+            row.paste(frame.convert("RGB"), (left, 0))
+            left += frame.width
+        out.append(row)
+    return out
+
+
 def lossless_clip(frames: Sequence[Any], fps: float) -> bytes:
     """An MP4 whose frames decode to exactly these pixels (H.264 in RGB, lossless), for uploading a clip as is."""
     import av

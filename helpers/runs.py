@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import actions, environment, media
+from helpers.controls import TransferSettings
 from helpers.embodiments import ActionSettings
 from helpers.errors import MediaError, OutOfMemoryAdviceError, SoundNotSupportedError
 from helpers.presets import GenerationSettings
@@ -132,7 +133,7 @@ class Run:
         self,
         mode: str,
         file: Path,
-        settings: GenerationSettings | ActionSettings | None,
+        settings: GenerationSettings | ActionSettings | TransferSettings | None,
         seconds: float | None,
         **extra: Any,
     ) -> Output:
@@ -163,7 +164,7 @@ class Run:
         self,
         mode: str,
         file: str | os.PathLike[str],
-        settings: GenerationSettings | ActionSettings | None = None,
+        settings: GenerationSettings | ActionSettings | TransferSettings | None = None,
         seconds: float | None = None,
         **extra: Any,
     ) -> Output:

@@ -94,6 +94,7 @@ LAYERS = [
     {"helpers.errors"},
     {"helpers.assets", "helpers.media", "helpers.models", "helpers.random_checkpoints"},
     {"helpers.actions", "helpers.embodiments", "helpers.trajectories"},
+    {"helpers.controls"},
     {"helpers.presets", "helpers.environment", "helpers.display"},
     {"helpers.prompts", "helpers.runs"},
     {"helpers.with_diffusers", "helpers.with_vllm_omni"},

@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from helpers.controls import TransferSettings, check_controls
 from helpers.embodiments import ActionSettings
 from helpers.errors import InvalidSettingError
 from helpers.presets import GenerationSettings
@@ -330,4 +331,52 @@ def act(pipe: Cosmos3OmniPipeline, settings: ActionSettings, picture: Any, actio
         generator=generator,
         action_latents=None if settings.task == "forward_dynamics" else noise,
         output_type="np",
+    )
+
+
+def load_transfer(model: str, *, device: str = "auto", guardrails: str = "auto", progress: bool = False) -> Any:
+    """`Cosmos3OmniModularPipeline` loaded as the transfer notebook loads it (diffusers reaches transfer only there)."""
+    from diffusers import Cosmos3OmniModularPipeline
+
+    checkpoint = resolve(model, device=device, guardrails=guardrails)
+    pipe = Cosmos3OmniModularPipeline.from_pretrained(checkpoint.path)
+    pipe.load_components(dtype=checkpoint.dtype)
+    if checkpoint.guardrails:
+        pipe.enable_safety_checker()
+    else:
+        pipe.disable_safety_checker()
+    pipe.to(checkpoint.device)
+    pipe.set_progress_bar_config(disable=not progress)
+    return pipe
+
+
+def transfer(pipe: Any, settings: TransferSettings, given: dict[str, list[Any]], prompt: str) -> list[Any]:
+    """One transfer call for `settings`, as the transfer notebook's `transfer` makes it, on controls already fitted to
+    the canvas. Returns the frames (PIL)."""
+    import torch
+
+    from helpers import prompts
+    from helpers.with_diffusers.schedules import NativeFlowUniPCMultistepScheduler
+
+    width, height = check_controls(given, settings)
+    pipe.update_components(
+        scheduler=NativeFlowUniPCMultistepScheduler.from_config(
+            pipe.scheduler.config, use_karras_sigmas=False, flow_shift=settings.flow_shift
+        )
+    )
+    return pipe(
+        prompt=prompt,
+        negative_prompt=prompts.negative_prompt(),
+        control_videos={hint: frames[: settings.num_frames] for hint, frames in given.items()},
+        control_guidance=settings.control_guidance,
+        num_frames=settings.num_frames,
+        num_video_frames_per_chunk=settings.num_video_frames_per_chunk,
+        num_conditional_frames=settings.num_conditional_frames,
+        height=height,
+        width=width,
+        fps=float(settings.fps),
+        num_inference_steps=settings.num_inference_steps,
+        guidance_scale=settings.guidance_scale,
+        generator=torch.Generator("cpu").manual_seed(settings.seed),
+        output="videos",
     )

@@ -12,11 +12,12 @@ from helpers.assets import notebook_path
 from helpers.errors import InvalidSettingError
 
 # The audiovisual pair, which teaches the calls, and its tuning notebook, which times the cookbook's speed patches
-# (bare names: the audiovisual family); then the action pair.
+# (bare names: the audiovisual family); then the action and transfer pairs.
 PAIR = ("run_with_diffusers.ipynb", "run_with_vllm_omni.ipynb")
 TUNING = "make_it_fast_with_diffusers.ipynb"
 ACTION_PAIR = ("action/run_with_diffusers.ipynb", "action/run_with_vllm_omni.ipynb")
-NOTEBOOKS = (*PAIR, TUNING, *ACTION_PAIR)
+TRANSFER_PAIR = ("transfer/run_with_diffusers.ipynb", "transfer/run_with_vllm_omni.ipynb")
+NOTEBOOKS = (*PAIR, TUNING, *ACTION_PAIR, *TRANSFER_PAIR)
 KERNEL = "python3"
 
 

@@ -297,8 +297,8 @@ def load_control(path: str | os.PathLike[str], hint: str, max_frames: int | None
 def check_controls(controls: Mapping[str, Sequence[Any]], s: TransferSettings) -> tuple[int, int]:
     """Refuse controls the generation cannot take, naming the hint and the fix; returns the canvas (width, height).
 
-    Every control must hold at least `s.num_frames` frames (the pipelines would repeat frames silently) and be
-    exactly the tier's canvas for its shape (the pipelines would rescale, each its own way)."""
+    Every control must hold at least `s.num_frames` frames (both backends would make a shorter video without a word)
+    and be exactly the tier's canvas for its shape (they would rescale it, each its own way)."""
     check_hints(list(controls))
     if set(controls) != set(s.hints):
         raise InvalidSettingError(

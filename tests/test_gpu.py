@@ -35,6 +35,7 @@ from tests.notebook_checks import (
     check_tuning_run,
     error_outputs,
 )
+from tests.transfer_checks import check_transfer_run
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu
@@ -164,6 +165,36 @@ def test_action_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Pa
     manifest = check_action_run(notebooks.run_folder_from(executed), preset, SEED, 3, quickstart_tier)
     facts = {"notebook": name, "runner": runner, "size": size, "wall_s": round(wall, 1)}
     if name == notebooks.ACTION_PAIR[0]:
+        assert manifest["info"]["device"].startswith("cuda") and manifest["info"]["dtype"] == "bfloat16"
+        facts["peak_gib"] = round(max(o.get("peak_memory_gib") or 0 for o in manifest["outputs"]), 2)
+    else:
+        facts["server_peak_gib"] = round(max(o.get("peak_memory_mb") or 0 for o in manifest["outputs"]) / 1024, 2)
+    _record(facts, manifest, record_property)
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("runner", ["papermill", "nbmake"])
+@pytest.mark.parametrize("name", notebooks.TRANSFER_PAIR, ids=["diffusers", "vllm_omni"])
+def test_transfer_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Path, record_property) -> None:
+    """A transfer notebook: the quickstart (NVIDIA's call at 832x480 with nano-random), edge, blur, depth,
+    segmentation, two controls and two chunks, every video and control preview checked as on CPU; compiled at nano
+    size (`SPEED="fast"`)."""
+    _require_cuda()
+    preset = SIZES[size]["PRESET"]
+    parameters = {"MODEL": SIZES[size]["MODEL"], "PRESET": preset, "SPEED": SIZES[size]["SPEED"], "SEED": SEED}
+    parameters |= {"DEVICE": "cuda", "PROGRESS": False, "OUTPUT_DIR": str(tmp_path / "media")}
+    started = time.perf_counter()
+    if runner == "papermill":
+        executed = notebooks.execute(name, tmp_path / "transfer.ipynb", parameters, timeout_s=3600)
+    else:
+        executed = _run_nbmake(name, parameters, tmp_path)
+    wall = time.perf_counter() - started
+    assert error_outputs(executed) == []
+    quickstart = (320, 192, 9) if size == "tiny" else (832, 480, 121)  # the quickstart's literal numbers
+    manifest = check_transfer_run(notebooks.run_folder_from(executed), preset, SEED, quickstart)
+    facts = {"notebook": name, "runner": runner, "size": size, "wall_s": round(wall, 1)}
+    if name == notebooks.TRANSFER_PAIR[0]:
         assert manifest["info"]["device"].startswith("cuda") and manifest["info"]["dtype"] == "bfloat16"
         facts["peak_gib"] = round(max(o.get("peak_memory_gib") or 0 for o in manifest["outputs"]), 2)
     else:

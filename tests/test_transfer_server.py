@@ -76,16 +76,16 @@ def test_transfer_with_sound_fails_the_job_so_the_cookbook_refuses_it_first(http
         controls.settings_for("edge", "smoke", generate_sound=True)
 
 
-def test_the_server_resizes_a_control_of_another_shape_and_pads_a_short_one(
+def test_the_server_resizes_a_control_of_another_shape_and_cuts_the_clip_to_a_short_one(
     http: httpx.Client, clip: list, tmp_path
 ) -> None:
     # Why the cookbook checks size and length itself: the server takes both without a word. A 4:3 control turns the
-    # 16:9 canvas into the tier's 4:3 one, and a 2-frame control still gives FRAMES frames (repeated).
+    # 16:9 canvas into the tier's 4:3 one, and a 2-frame control gives a 2-frame video where FRAMES were asked for.
     square = [f.resize((400, 300)) for f in clip]
     video = _content(http, _finish(http, _send(http, {"control_reference": _upload(square)})), tmp_path, "square")
     assert video.shape[1:3] == (256, 320)
     video = _content(http, _finish(http, _send(http, {"control_reference": _upload(clip[:2])})), tmp_path, "short")
-    assert video.shape[:3] == (FRAMES, *CANVAS[::-1])
+    assert video.shape[:3] == (2, *CANVAS[::-1])
 
 
 @pytest.mark.parametrize(

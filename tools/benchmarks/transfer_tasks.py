@@ -56,13 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="nano-random")
     parser.add_argument("--task", default="edge", choices=TASKS)
     parser.add_argument("--preset", default="default", choices=list(controls.TRANSFER_PRESETS))
+    parser.add_argument("--tier", type=int, default=None, help="another resolution tier than the preset's (480)")
     parser.add_argument("--steps", type=int, nargs=2, default=(2, 4), help="the two step counts timed")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     low, high = sorted(args.steps)
     pipe = pipelines.load_transfer(args.model, device=args.device)
-    s = controls.settings_for(args.task.split("+"), args.preset)
+    s = controls.settings_for(args.task.split("+"), args.preset, resolution_tier=args.tier)
     given = task_controls(args.task, s)
     rows, reference = [], None
     for speed in ("none", "fast"):

@@ -188,6 +188,25 @@ def test_the_diffusers_pipeline_runs_vllm_omnis_schedule_step_for_step(tiny_pipe
     assert seen["sigmas"] == pytest.approx(want_sigmas, abs=1e-6) and seen["timesteps"] == want_timesteps
 
 
+@pytest.mark.parametrize("shift", sorted(VLLM_OMNI_SCHEDULE))
+def test_the_transfer_notebooks_scheduler_denoises_at_vllm_omnis_levels(tiny_pipe, shift):
+    """diffusers' modular transfer step asks its scheduler for `set_timesteps(steps)` alone; the scheduler the
+    transfer notebook sets answers with vLLM-Omni's levels, and explicit sigmas still win."""
+    from diffusers import UniPCMultistepScheduler
+
+    from helpers.with_diffusers.schedules import NativeFlowUniPCMultistepScheduler
+
+    config = tiny_pipe[0].scheduler.config
+    scheduler = NativeFlowUniPCMultistepScheduler.from_config(config, use_karras_sigmas=False, flow_shift=shift)
+    assert isinstance(scheduler, UniPCMultistepScheduler)
+    scheduler.set_timesteps(35)
+    want_sigmas, want_timesteps = VLLM_OMNI_SCHEDULE[shift]
+    assert scheduler.sigmas[:3].tolist() == pytest.approx(want_sigmas, abs=1e-6)
+    assert scheduler.timesteps[:3].tolist() == want_timesteps
+    scheduler.set_timesteps(2, sigmas=np.array([0.9, 0.5]))
+    assert scheduler.sigmas[:2].tolist() != pytest.approx(want_sigmas[:2], abs=1e-3)
+
+
 def test_build_save_reload_gives_the_same_real_components(tmp_path):
     from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline
 

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import numpy as np
+from papermill.iorw import load_notebook_node
+from papermill.parameterize import parameterize_notebook
 
 from helpers import media, presets
+from helpers.assets import notebook_path
 
 ALL_MODES = list(presets.MODES)
 
@@ -167,3 +174,43 @@ def check_tuning_run(
         if speed == "fast":
             assert row["difference"] < FAST_TOLERANCE, row
     return manifest
+
+
+def printed(executed: Path) -> str:
+    """Everything an executed notebook printed, in order."""
+    cells = nbformat.read(executed, as_version=4).cells
+    return "\n".join(o.get("text", "") for cell in cells for o in cell.get("outputs", []))
+
+
+def sections(name: str) -> list[str]:
+    """A notebook's `## ` headings, in order."""
+    nb = nbformat.read(notebook_path(name), as_version=4)
+    return [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
+
+
+def run_nbmake(name: str, parameters: dict[str, object], folder: Path, timeout_s: int = 600) -> Path:
+    """nbmake takes no parameters: run a copy parameterized the way papermill injects them, written back with its
+    outputs. A vLLM-Omni notebook's copy starts (and stops) its own server, as a reader's "Run All" does."""
+    copy = folder / Path(name).name
+    nbformat.write(parameterize_notebook(load_notebook_node(str(notebook_path(name))), parameters), copy)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbmake",
+            f"--nbmake-timeout={timeout_s}",
+            "--overwrite",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(copy),
+        ],
+        cwd=folder,
+        env={k: v for k, v in os.environ.items() if k != "OMNI_BASE_URL"},
+        capture_output=True,
+        text=True,
+        timeout=2 * timeout_s,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return copy

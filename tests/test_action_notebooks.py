@@ -5,24 +5,19 @@ nbmake: the vLLM-Omni notebook against the real server. Every file they write is
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import numpy as np
 import pytest
 from cookbook_tools import notebooks
-from papermill.iorw import load_notebook_node
-from papermill.parameterize import parameterize_notebook
 
 from helpers import actions, media
 from helpers.assets import notebook_path
 from tests.action_checks import ACTION_DIFFUSERS, ACTION_VLLM, check_action_run
 from tests.conftest import SERVER_KEY
-from tests.notebook_checks import mean_frame_difference
+from tests.notebook_checks import mean_frame_difference, printed, run_nbmake, sections
 
 SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0, "PROGRESS": False}
 CHUNKS = 3  # the notebooks' default rollout
@@ -47,21 +42,11 @@ def vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server) -> Path:
     return _execute(ACTION_VLLM, folder, BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY)
 
 
-def _printed(executed: Path) -> str:
-    cells = nbformat.read(executed, as_version=4).cells
-    return "\n".join(o.get("text", "") for cell in cells for o in cell.get("outputs", []))
-
-
-def _sections(name: str) -> list[str]:
-    nb = nbformat.read(notebook_path(name), as_version=4)
-    return [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
-
-
 def test_the_twins_mirror_each_other_and_start_with_the_quickstart() -> None:
     # Only the backend's own sections differ, and a wrong call is a wrong request on the server's side.
     vllm_only = {"## How large an action request may be", "## When a request is wrong"}
     diffusers_only = {"## When a call is wrong"}
-    vllm, diffusers = _sections(ACTION_VLLM), _sections(ACTION_DIFFUSERS)
+    vllm, diffusers = sections(ACTION_VLLM), sections(ACTION_DIFFUSERS)
     assert vllm_only <= set(vllm) and diffusers_only <= set(diffusers)
     shared = [h for h in vllm if h not in vllm_only]
     assert shared == [h for h in diffusers if h not in diffusers_only]
@@ -86,20 +71,20 @@ def test_committed_without_outputs_on_the_python3_kernel(name: str) -> None:
 def test_diffusers_notebook_writes_every_video_action_file_and_plot(diffusers_run: Path) -> None:
     manifest = check_action_run(notebooks.run_folder_from(diffusers_run), "smoke", 0, CHUNKS)
     assert manifest["info"]["device"] == "cpu"
-    printed = _printed(diffusers_run)
+    output = printed(diffusers_run)
     # "When a call is wrong": the cookbook's own checks and diffusers' CosmosActionCondition, each naming the field.
-    assert "actions have 7 columns but domain_name='av' takes 9" in printed
-    assert "domain_name='tank' has no preset" in printed
-    assert "num_frames must be 61" in printed
-    assert "`raw_actions` width (7) does not match the expected action width (9)" in printed
+    assert "actions have 7 columns but domain_name='av' takes 9" in output
+    assert "domain_name='tank' has no preset" in output
+    assert "num_frames must be 61" in output
+    assert "`raw_actions` width (7) does not match the expected action width (9)" in output
 
 
 def test_vllm_notebook_against_the_real_server_writes_the_same_files(vllm_run: Path) -> None:
     check_action_run(notebooks.run_folder_from(vllm_run), "smoke", 0, CHUNKS)
-    printed = _printed(vllm_run)
-    assert "HTTP 400: Part exceeded maximum size of 1024KB." in printed  # the 20,000-step action field
-    assert "HTTP 500: Unknown Cosmos3 action domain_name='tank'" in printed  # the job failed; act raised its error
-    assert "local server stopped" in printed  # the policy's server, started by the notebook
+    output = printed(vllm_run)
+    assert "HTTP 400: Part exceeded maximum size of 1024KB." in output  # the 20,000-step action field
+    assert "HTTP 500: Unknown Cosmos3 action domain_name='tank'" in output  # the job failed; act raised its error
+    assert "local server stopped" in output  # the policy's server, started by the notebook
 
 
 def _frames(run: Path, name: str) -> np.ndarray:
@@ -147,8 +132,8 @@ def test_bad_parameters_stop_the_notebook_before_loading_or_starting_a_server(
     with pytest.raises(papermill.PapermillExecutionError) as err:
         _execute(name, tmp_path, **parameters)
     assert message in str(err.value)
-    printed = _printed(tmp_path / Path(name).name)
-    assert "Connected to" not in printed and "action_dim=" not in printed
+    output = printed(tmp_path / Path(name).name)
+    assert "Connected to" not in output and "action_dim=" not in output
 
 
 def test_a_checkpoint_without_action_heads_is_refused_at_load_naming_the_field(tmp_path: Path) -> None:
@@ -168,20 +153,10 @@ def test_a_checkpoint_without_action_heads_is_refused_at_load_naming_the_field(t
 
 @pytest.mark.parametrize("name", [ACTION_DIFFUSERS, ACTION_VLLM])
 def test_nbmake_runs_a_parameterized_copy(name: str, tmp_path: Path, _isolated_cache: Path) -> None:
-    # nbmake takes no parameters: a copy gets them the way papermill injects them. The vLLM-Omni copy starts (and
-    # stops) its own server, as a reader's "Run All" does; the policy runs there too (POLICY_MODEL = MODEL).
+    # The vLLM-Omni copy starts (and stops) its own server, as a reader's "Run All" does; the policy runs there too
+    # (POLICY_MODEL = MODEL).
     params = {**SMOKE, "ROLLOUT_CHUNKS": 1, "POLICY_MODEL": "tiny", "OUTPUT_DIR": str(tmp_path / "media")}
-    copy = tmp_path / Path(name).name
-    nbformat.write(parameterize_notebook(load_notebook_node(str(notebook_path(name))), params), copy)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbmake", "--nbmake-timeout=600", "-q", "-p", "no:cacheprovider", str(copy)],
-        cwd=tmp_path,
-        env={k: v for k, v in os.environ.items() if k != "OMNI_BASE_URL"},
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_nbmake(name, params, tmp_path)
     (run,) = (tmp_path / "media").glob("*-*")
     check_action_run(run, "smoke", 0, 1)
 

@@ -14,19 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import nbformat
 import pytest
 from cookbook_tools import notebooks
-from papermill.iorw import load_notebook_node
-from papermill.parameterize import parameterize_notebook
 
 from helpers import presets
-from helpers.assets import notebook_path
 from tests.action_checks import check_action_run
 from tests.notebook_checks import (
     QUICKSTART_PUBLISHED,
@@ -34,6 +28,7 @@ from tests.notebook_checks import (
     check_run,
     check_tuning_run,
     error_outputs,
+    run_nbmake,
 )
 from tests.transfer_checks import check_transfer_run
 
@@ -63,29 +58,7 @@ def _require_cuda() -> None:
 
 
 def _run_nbmake(name: str, parameters: dict[str, object], folder: Path) -> Path:
-    """nbmake takes no parameters: run a parameterized copy, written back with its outputs (`--overwrite`)."""
-    copy = folder / Path(name).name
-    nbformat.write(parameterize_notebook(load_notebook_node(str(notebook_path(name))), parameters), copy)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--nbmake",
-            "--nbmake-timeout=1800",
-            "--overwrite",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(copy),
-        ],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return copy
+    return run_nbmake(name, parameters, folder, timeout_s=1800)
 
 
 def _record(facts: dict, manifest: dict, record_property) -> None:
@@ -142,59 +115,38 @@ def test_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Path, rec
     _record(facts, manifest, record_property)
 
 
+def _check_family_run(name: str, run_dir: Path, preset: str, size: str) -> dict:
+    """An action or transfer run checked as on CPU, with its quickstart's literal numbers."""
+    if name in notebooks.ACTION_PAIR:
+        return check_action_run(run_dir, preset, SEED, 3, 256 if size == "tiny" else 480)
+    return check_transfer_run(run_dir, preset, SEED, (320, 192, 9) if size == "tiny" else (832, 480, 121))
+
+
 @pytest.mark.notebook
 @pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("runner", ["papermill", "nbmake"])
-@pytest.mark.parametrize("name", notebooks.ACTION_PAIR, ids=["diffusers", "vllm_omni"])
-def test_action_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Path, record_property) -> None:
-    """An action notebook: the quickstart (at the published tier 480 with nano-random), the car, the arm's
-    three-chunk rollout, inverse dynamics and the policy (on MODEL itself at nano size: the same action heads), every
-    file checked as on CPU; compiled at nano size (`SPEED="fast"`)."""
+@pytest.mark.parametrize("name", [*notebooks.ACTION_PAIR, *notebooks.TRANSFER_PAIR])
+def test_action_and_transfer_notebooks_on_cuda(
+    name: str, runner: str, size: str, tmp_path: Path, record_property
+) -> None:
+    """An action notebook (the quickstart at the published tier 480 with nano-random, the car, the arm's three-chunk
+    rollout, inverse dynamics and the policy, on MODEL itself at nano size: the same action heads) or a transfer one
+    (NVIDIA's call at 832x480, edge, blur, depth, segmentation, two controls and two chunks), every file checked as
+    on CPU; compiled at nano size (`SPEED="fast"`)."""
     _require_cuda()
     preset = SIZES[size]["PRESET"]
     parameters = {"MODEL": SIZES[size]["MODEL"], "PRESET": preset, "SPEED": SIZES[size]["SPEED"], "SEED": SEED}
     parameters |= {"DEVICE": "cuda", "PROGRESS": False, "OUTPUT_DIR": str(tmp_path / "media")}
     started = time.perf_counter()
     if runner == "papermill":
-        executed = notebooks.execute(name, tmp_path / "action.ipynb", parameters, timeout_s=3600)
+        executed = notebooks.execute(name, tmp_path / Path(name).name, parameters, timeout_s=3600)
     else:
         executed = _run_nbmake(name, parameters, tmp_path)
     wall = time.perf_counter() - started
     assert error_outputs(executed) == []
-    quickstart_tier = 256 if size == "tiny" else 480  # the quickstart's literal numbers
-    manifest = check_action_run(notebooks.run_folder_from(executed), preset, SEED, 3, quickstart_tier)
+    manifest = _check_family_run(name, notebooks.run_folder_from(executed), preset, size)
     facts = {"notebook": name, "runner": runner, "size": size, "wall_s": round(wall, 1)}
-    if name == notebooks.ACTION_PAIR[0]:
-        assert manifest["info"]["device"].startswith("cuda") and manifest["info"]["dtype"] == "bfloat16"
-        facts["peak_gib"] = round(max(o.get("peak_memory_gib") or 0 for o in manifest["outputs"]), 2)
-    else:
-        facts["server_peak_gib"] = round(max(o.get("peak_memory_mb") or 0 for o in manifest["outputs"]) / 1024, 2)
-    _record(facts, manifest, record_property)
-
-
-@pytest.mark.notebook
-@pytest.mark.parametrize("size", list(SIZES))
-@pytest.mark.parametrize("runner", ["papermill", "nbmake"])
-@pytest.mark.parametrize("name", notebooks.TRANSFER_PAIR, ids=["diffusers", "vllm_omni"])
-def test_transfer_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Path, record_property) -> None:
-    """A transfer notebook: the quickstart (NVIDIA's call at 832x480 with nano-random), edge, blur, depth,
-    segmentation, two controls and two chunks, every video and control preview checked as on CPU; compiled at nano
-    size (`SPEED="fast"`)."""
-    _require_cuda()
-    preset = SIZES[size]["PRESET"]
-    parameters = {"MODEL": SIZES[size]["MODEL"], "PRESET": preset, "SPEED": SIZES[size]["SPEED"], "SEED": SEED}
-    parameters |= {"DEVICE": "cuda", "PROGRESS": False, "OUTPUT_DIR": str(tmp_path / "media")}
-    started = time.perf_counter()
-    if runner == "papermill":
-        executed = notebooks.execute(name, tmp_path / "transfer.ipynb", parameters, timeout_s=3600)
-    else:
-        executed = _run_nbmake(name, parameters, tmp_path)
-    wall = time.perf_counter() - started
-    assert error_outputs(executed) == []
-    quickstart = (320, 192, 9) if size == "tiny" else (832, 480, 121)  # the quickstart's literal numbers
-    manifest = check_transfer_run(notebooks.run_folder_from(executed), preset, SEED, quickstart)
-    facts = {"notebook": name, "runner": runner, "size": size, "wall_s": round(wall, 1)}
-    if name == notebooks.TRANSFER_PAIR[0]:
+    if name.endswith("run_with_diffusers.ipynb"):
         assert manifest["info"]["device"].startswith("cuda") and manifest["info"]["dtype"] == "bfloat16"
         facts["peak_gib"] = round(max(o.get("peak_memory_gib") or 0 for o in manifest["outputs"]), 2)
     else:

@@ -4,22 +4,17 @@ nbmake: the vLLM-Omni notebook against the real server. Every video and control 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import numpy as np
 import pytest
 from cookbook_tools import notebooks
-from papermill.iorw import load_notebook_node
-from papermill.parameterize import parameterize_notebook
 
 from helpers import assets, controls, media
 from helpers.assets import notebook_path
 from tests.conftest import SERVER_KEY
-from tests.notebook_checks import mean_frame_difference
+from tests.notebook_checks import mean_frame_difference, printed, run_nbmake, sections
 from tests.transfer_checks import TRANSFER_DIFFUSERS, TRANSFER_VLLM, VIDEOS, check_transfer_run
 
 SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0, "PROGRESS": False}
@@ -44,18 +39,8 @@ def vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server) -> Path:
     return _execute(TRANSFER_VLLM, folder, BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY)
 
 
-def _printed(executed: Path) -> str:
-    cells = nbformat.read(executed, as_version=4).cells
-    return "\n".join(o.get("text", "") for cell in cells for o in cell.get("outputs", []))
-
-
-def _sections(name: str) -> list[str]:
-    nb = nbformat.read(notebook_path(name), as_version=4)
-    return [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
-
-
 def test_the_twins_mirror_each_other_and_start_with_the_quickstart() -> None:
-    vllm, diffusers = _sections(TRANSFER_VLLM), _sections(TRANSFER_DIFFUSERS)
+    vllm, diffusers = sections(TRANSFER_VLLM), sections(TRANSFER_DIFFUSERS)
     assert [h.replace("request", "call") for h in vllm] == diffusers
     assert diffusers[:3] == ["## Parameters", "## Quickstart", "## Controls and their settings"]
 
@@ -90,19 +75,19 @@ REFUSALS = (
 def test_diffusers_notebook_writes_every_video_and_control_preview(diffusers_run: Path) -> None:
     manifest = check_transfer_run(notebooks.run_folder_from(diffusers_run), "smoke", 0, QUICKSTART)
     assert manifest["info"]["device"] == "cpu"
-    printed = _printed(diffusers_run)
+    output = printed(diffusers_run)
     for refusal in REFUSALS:
-        assert refusal in printed, refusal
-    assert "not_a_video.mp4 cannot be read" in printed
-    assert "9 frames in 2 chunks of 5, overlapping by 1" in printed
+        assert refusal in output, refusal
+    assert "not_a_video.mp4 cannot be read" in output
+    assert "9 frames in 2 chunks of 5, overlapping by 1" in output
 
 
 def test_vllm_notebook_against_the_real_server_writes_the_same_files(vllm_run: Path) -> None:
     check_transfer_run(notebooks.run_folder_from(vllm_run), "smoke", 0, QUICKSTART)
-    printed = _printed(vllm_run)
+    output = printed(vllm_run)
     for refusal in REFUSALS:
-        assert refusal in printed, refusal
-    assert "HTTP 400: control_reference must be an image or video file." in printed  # the server's own check
+        assert refusal in output, refusal
+    assert "HTTP 400: control_reference must be an image or video file." in output  # the server's own check
 
 
 # Measured on the tiny checkpoint with the smoke preset: with the same seed the two notebooks' single-control videos
@@ -155,26 +140,15 @@ def test_bad_parameters_stop_the_notebook_before_loading_or_starting_a_server(
     with pytest.raises(papermill.PapermillExecutionError) as err:
         _execute(name, tmp_path, **parameters)
     assert message in str(err.value)
-    printed = _printed(tmp_path / Path(name).name)
-    assert "Connected to" not in printed and "Cosmos3OmniModularPipeline" not in printed
+    output = printed(tmp_path / Path(name).name)
+    assert "Connected to" not in output and "Cosmos3OmniModularPipeline" not in output
 
 
 @pytest.mark.parametrize("name", [TRANSFER_DIFFUSERS, TRANSFER_VLLM])
 def test_nbmake_runs_a_parameterized_copy(name: str, tmp_path: Path, _isolated_cache: Path) -> None:
-    # nbmake takes no parameters: a copy gets them the way papermill injects them. The vLLM-Omni copy starts (and
-    # stops) its own server, as a reader's "Run All" does.
+    # The vLLM-Omni copy starts (and stops) its own server, as a reader's "Run All" does.
     params = {**SMOKE, "OUTPUT_DIR": str(tmp_path / "media")}
-    copy = tmp_path / Path(name).name
-    nbformat.write(parameterize_notebook(load_notebook_node(str(notebook_path(name))), params), copy)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbmake", "--nbmake-timeout=600", "-q", "-p", "no:cacheprovider", str(copy)],
-        cwd=tmp_path,
-        env={k: v for k, v in os.environ.items() if k != "OMNI_BASE_URL"},
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_nbmake(name, params, tmp_path)
     (run,) = (tmp_path / "media").glob("*-*")
     check_transfer_run(run, "smoke", 0, QUICKSTART)
 

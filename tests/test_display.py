@@ -19,3 +19,10 @@ def test_waveform_is_a_png_of_the_audio_track(tmp_path):
 def test_table_escapes_values():
     html = display.table([{"mode": "<t2v>", "seconds": 1.5}]).data
     assert "&lt;t2v&gt;" in html and "<th>seconds</th>" in html
+
+
+def test_side_by_side_embeds_each_video_under_its_caption(tmp_path):
+    frames = np.zeros((5, 64, 64, 3), dtype=np.uint8)
+    paths = {name: media.write_video(tmp_path / f"{name}.mp4", frames, 10) for name in ("edge <control>", "generated")}
+    html = display.side_by_side(paths).data
+    assert html.count("data:video/mp4;base64,") == 2 and "edge &lt;control&gt;" in html and html.count("<td") == 2

@@ -110,3 +110,13 @@ def test_encoding_is_byte_for_byte_reproducible_after_pipeline_work(tiny_pipe, t
     # Lossy (and noise is the worst case for 4:2:0 chroma), but the same picture on average.
     error = np.abs(decoded[0].astype(int) - media.to_uint8_frames(frames).astype(int)).mean()
     assert error < 40  # two unrelated noise frames differ by about 85
+
+
+def test_hstack_joins_clips_frame_by_frame_as_long_as_the_shortest():
+    from PIL import Image
+
+    left = [Image.new("RGB", (32, 16), (255, 0, 0))] * 3
+    right = [Image.new("L", (8, 16), 255)] * 2
+    joined = media.hstack([left, right])
+    assert len(joined) == 2 and joined[0].size == (40, 16)
+    assert joined[0].getpixel((0, 0)) == (255, 0, 0) and joined[1].getpixel((39, 15)) == (255, 255, 255)

@@ -18,7 +18,6 @@ MODULE_NAMES = [
     ("diffusers.models.transformers.transformer_cosmos3", "Cosmos3AttnProcessor", "text_kv_cache (speed.py)"),
     ("diffusers.hooks.hooks", "BaseState", "text_kv_cache (speed.py)"),
     ("diffusers.hooks.hooks", "StateManager", "text_kv_cache (speed.py)"),
-    ("diffusers.models.attention_dispatch", "_HUB_KERNELS_REGISTRY", "flash_attention (flash_attention.py)"),
     ("diffusers.models.modeling_utils", "get_parameter_device", "speed.device_of"),
     ("diffusers.models.autoencoders.autoencoder_kl_wan", "WanCausalConv3d", "split VAE decode (several_gpus)"),
     ("diffusers.models.autoencoders.autoencoder_kl_wan", "WanAttentionBlock", "split VAE decode (several_gpus)"),
@@ -66,16 +65,9 @@ def test_module_level_names_exist(module: str, name: str, needed_by: str) -> Non
     assert hasattr(importlib.import_module(module), name), _gone(f"{module}.{name}", needed_by)
 
 
-def test_the_registry_and_dispatch_take_what_the_flash_attention_switch_gives() -> None:
-    from diffusers.models.attention_dispatch import _HUB_KERNELS_REGISTRY, AttentionBackendName, dispatch_attention_fn
+def test_dispatch_takes_what_the_text_cache_gives() -> None:
+    from diffusers.models.attention_dispatch import dispatch_attention_fn
 
-    assert hasattr(AttentionBackendName, "FLASH_4_HUB"), _gone("AttentionBackendName.FLASH_4_HUB", "flash_attention")
-    assert AttentionBackendName.FLASH_4_HUB in _HUB_KERNELS_REGISTRY, _gone(
-        "a flash_4_hub registry entry", "flash_attention"
-    )
-    assert hasattr(_HUB_KERNELS_REGISTRY[AttentionBackendName.FLASH_4_HUB], "kernel_fn"), _gone(
-        "kernel_fn", "flash_attention"
-    )
     assert "parallel_config" in inspect.signature(dispatch_attention_fn).parameters, _gone(
         "dispatch_attention_fn(parallel_config=...)", "text_kv_cache"
     )
@@ -103,7 +95,10 @@ def test_the_pipeline_and_its_layers_have_what_the_switches_and_the_form_use(tin
     for name in ATTENTION_NAMES:
         assert hasattr(layer.self_attn, name), _gone(f"decoder attention .{name}", "text_kv_cache")
     for name in ("_attention_backend", "_parallel_config"):
-        assert hasattr(layer.self_attn.processor, name), _gone(f"attention processor .{name}", "flash_attention")
+        assert hasattr(layer.self_attn.processor, name), _gone(f"attention processor .{name}", "speed.attention_of")
+    assert callable(getattr(layer.self_attn, "set_processor", None)), _gone(
+        "the attention module's set_processor", "flash_attention and context parallelism"
+    )
 
 
 def test_the_parallel_runner_finds_its_seams(tiny_pipe) -> None:

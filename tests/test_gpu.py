@@ -165,14 +165,16 @@ def test_flash_attention_kernel_matches_pytorch_attention() -> None:
     reason = flash_attention.unavailable_reason(torch.device("cuda"), torch.bfloat16, 128)
     if reason is not None:
         _unavailable(reason)  # a Hopper/Blackwell GPU without the kernel: the runner must install it
-    backend = flash_attention.diffusers_backend()
+    processor = flash_attention.FlashAttention4Processor()
     # Nano's head layout (32 query heads, 8 key/value heads, head_dim 128) at a length that takes the kernel.
-    q = torch.randn(1, flash_attention.MIN_QUERY_TOKENS + 512, 32, 128, device="cuda", dtype=torch.bfloat16)
-    k, v = (torch.randn(1, q.shape[1] + 300, 8, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    q = torch.randn(flash_attention.MIN_QUERY_TOKENS + 512, 32, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(q.shape[0] + 300, 8, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     for causal in (False, True):
-        kk, vv = (k[:, : q.shape[1]], v[:, : q.shape[1]]) if causal else (k, v)
-        got = dispatch_attention_fn(q, kk, vv, is_causal=causal, enable_gqa=True, backend=backend)
-        want = dispatch_attention_fn(q, kk, vv, is_causal=causal, enable_gqa=True, backend=AttentionBackendName.NATIVE)
+        kk, vv = (k[: q.shape[0]], v[: q.shape[0]]) if causal else (k, v)
+        got = processor.attend(q, kk, vv, is_causal=causal)
+        want = dispatch_attention_fn(
+            q[None], kk[None], vv[None], is_causal=causal, enable_gqa=True, backend=AttentionBackendName.NATIVE
+        )[0]
         torch.testing.assert_close(got, want, rtol=0, atol=4e-3)
 
 

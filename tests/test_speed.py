@@ -48,6 +48,29 @@ def test_apply_is_idempotent_and_reports_what_is_on():
     assert pipelines.applied(pipe) == ("text_kv_cache", "vae_tiling")
 
 
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["fp8_storage", "compile"], "'fp8_storage' and 'compile' cannot be combined"),
+        (["compile", "group_offload"], "Add 'text_kv_cache' or drop one"),
+    ],
+)
+def test_compile_with_hooks_it_cannot_trace_is_refused_before_anything_changes(names, message):
+    pipe = _fresh_pipe()
+    with pytest.raises(InvalidSettingError, match=message):
+        pipelines.apply(pipe, names)
+    assert pipelines.applied(pipe) == ()
+
+
+def test_compile_alone_is_diffusers_regional_compilation_and_with_the_text_cache_compiles_no_layer():
+    alone = _fresh_pipe()
+    pipelines.apply(alone, ["compile"])
+    assert all(layer._compiled_call_impl is not None for layer in alone.transformer.layers)
+    cached = _fresh_pipe()
+    pipelines.apply(cached, ["compile", "text_kv_cache", "group_offload"])
+    assert all(layer._compiled_call_impl is None for layer in cached.transformer.layers)
+
+
 def test_switches_out_of_order_ask_for_a_fresh_pipeline():
     pipe = _fresh_pipe()
     pipelines.apply(pipe, ["vae_tiling"])

@@ -1,8 +1,8 @@
-"""FlashAttention-4 (PyPI `flash-attn-4`) behind diffusers' attention dispatch, for Hopper and Blackwell GPUs.
+"""FlashAttention-4 (PyPI `flash-attn-4`) as Cosmos 3's attention kernel, for Hopper and Blackwell GPUs.
 
 On an H200 at 480p and 720p it runs at 650-690 TFLOP/s against 555-580 for PyTorch's fastest kernel
 (tools/benchmarks/results/attention_h200.json), with the same bf16 attention. A custom op lets compiled layers call it
-without a graph break; it fills diffusers' `flash_4_hub` backend, which would otherwise download the same kernel.
+without a graph break; an attention processor of the pipeline's own calls it.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 from typing import TYPE_CHECKING, Any
+
+from helpers.with_diffusers.speed import OwnKernelAttnProcessor
 
 if TYPE_CHECKING:
     import torch
@@ -73,31 +75,32 @@ def attention_op() -> Any:
     return flash_attention
 
 
-def diffusers_backend() -> Any:
-    """diffusers' `flash_4_hub` backend with the local kernel in its registry entry (so nothing is downloaded);
-    returns its name. Attention over fewer than `MIN_QUERY_TOKENS` queries stays on PyTorch's SDPA."""
-    from diffusers.models.attention_dispatch import _HUB_KERNELS_REGISTRY, AttentionBackendName, dispatch_attention_fn
+class FlashAttention4Processor(OwnKernelAttnProcessor):
+    """Cosmos 3's attention processor with FlashAttention-4 as its kernel. Set on each layer of one pipeline through
+    diffusers' public `set_processor` (`use_for`): other pipelines in the process, diffusers' kernel registry and its
+    active backend stay as they were. Attention over fewer than `MIN_QUERY_TOKENS` queries stays on PyTorch's SDPA."""
 
-    op = attention_op()
+    def __init__(self) -> None:
+        # Held, not looked up per call: compiled layers then trace straight to the op, not through its cache.
+        self.kernel = attention_op()
 
-    def kernel(*, q, k, v, softmax_scale=None, causal=False):
-        # The keywords the backend calls its kernel with. A plain closure over the op, so that compiled layers trace
-        # straight to it rather than through `attention_op`'s cache; the length test is static under compilation.
-        if q.shape[1] >= MIN_QUERY_TOKENS:
-            return op(q, k, v, causal, softmax_scale)
-        return dispatch_attention_fn(
-            q, k, v, is_causal=causal, scale=softmax_scale, enable_gqa=True, backend=AttentionBackendName.NATIVE
-        )
+    def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool) -> torch.Tensor:
+        from diffusers.models.attention_dispatch import AttentionBackendName, dispatch_attention_fn
 
-    _HUB_KERNELS_REGISTRY[AttentionBackendName.FLASH_4_HUB].kernel_fn = kernel
-    return AttentionBackendName.FLASH_4_HUB
+        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+        # The length test is static under compilation: a compiled layer traces straight to one path.
+        if query.shape[1] >= MIN_QUERY_TOKENS:
+            out = self.kernel(query, key, value, is_causal, None)
+        else:
+            out = dispatch_attention_fn(
+                query, key, value, is_causal=is_causal, enable_gqa=True, backend=AttentionBackendName.NATIVE
+            )
+        return out.squeeze(0)
 
 
 def use_for(pipe: Any) -> None:
-    """Route every attention call of `pipe.transformer` through FlashAttention-4, set on each processor directly
-    (`set_attention_backend` would insist on the `kernels` package, which only the Hub download needs)."""
-    backend = diffusers_backend()
-    for module in pipe.transformer.modules():
-        processor = getattr(module, "processor", None)
-        if processor is not None and hasattr(processor, "_attention_backend"):
-            processor._attention_backend = backend
+    """FlashAttention-4 for every attention layer of `pipe.transformer`, and of nothing else. diffusers' own switch,
+    `set_attention_backend("flash_4_hub")`, downloads the kernel from the Hugging Face Hub (with the `kernels`
+    package) and makes it the active backend of the whole process."""
+    for layer in pipe.transformer.layers:
+        layer.self_attn.set_processor(FlashAttention4Processor())

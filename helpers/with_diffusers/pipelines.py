@@ -11,7 +11,7 @@ where FlashAttention-4 cannot run, and PyTorch's attention stays).
 |---|---|---|
 | `fp8_storage` | transformer weights stored in float8, computed in the model dtype (layerwise casting) | changes |
 | `text_tower_offload` | the text tower's weights in CPU memory, copied to the GPU for each call (step 0 only) | same |
-| `compile` | `torch.compile(fullgraph=True)` of each repeated decoder layer (regional compilation) | same up to noise |
+| `compile` | `compile_repeated_blocks(fullgraph=True)`; with `text_kv_cache`, its per-step half | same up to noise |
 | `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
 | `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
 | `first_frame_2d` | the VAE's convolutions in 2-D for a clip's first frame (all of an image) | same up to noise |
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from diffusers import Cosmos3OmniPipeline
 
 # The order switches are applied in. Hooks registered later wrap earlier ones, so this order keeps each switch
-# working with the others: compilation sees plain layers, the text cache calls the (compiled) layer, and group
-# offloading, outermost, moves a layer's weights to the GPU before anything inside it runs.
+# working with the others: compilation comes before the text cache (which then compiles its own per-step half), and
+# group offloading, outermost, moves a layer's weights to the GPU before anything inside it runs.
 SWITCHES: tuple[str, ...] = (
     "fp8_storage",
     "text_tower_offload",
@@ -108,10 +108,22 @@ def apply(
     """
     names = check(names)
     done, passed = applied(pipe), skipped(pipe)
-    if {"cuda_graphs", "sea_cache"} <= {*names, *done, *passed}:
+    every = {*names, *done, *passed}
+    if {"cuda_graphs", "sea_cache"} <= every:
         raise InvalidSettingError(
             "'cuda_graphs' and 'sea_cache' cannot be combined: SeaCache decides on the CPU at every step whether to "
             "skip work, which a recorded CUDA graph cannot do. Drop one of them."
+        )
+    if {"fp8_storage", "compile"} <= every:
+        raise InvalidSettingError(
+            "'fp8_storage' and 'compile' cannot be combined: diffusers' layerwise casting makes new parameters inside "
+            "each forward, which torch.compile(fullgraph=True) cannot trace. Drop one of them."
+        )
+    if {"compile", "group_offload"} <= every and "text_kv_cache" not in every:
+        raise InvalidSettingError(
+            "'compile' and 'group_offload' need 'text_kv_cache' as well: without it, compile_repeated_blocks compiles "
+            "each whole layer call, and group offloading's hooks in it cannot be traced. Add 'text_kv_cache' or drop "
+            "one of them."
         )
     new = [n for n in names if n not in done and n not in passed]
     last = max((SWITCHES.index(n) for n in (*done, *passed)), default=-1)
@@ -137,19 +149,20 @@ def _fp8_storage(pipe: Cosmos3OmniPipeline) -> None:
     pipe.transformer.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=pipe.transformer.dtype)
 
 
-def _compile(pipe: Cosmos3OmniPipeline) -> None:
+def _compile(pipe: Cosmos3OmniPipeline, names: tuple[str, ...]) -> None:
     import torch
 
     speeds.keep_compiled_code()
-    # Regional compilation, like `compile_repeated_blocks(fullgraph=True)`, but of each layer's `forward` rather
-    # than its `__call__`: hooks that other switches add around a layer (the text cache, group offloading) then stay
-    # outside the compiled graph instead of being traced into it.
-    for layer in pipe.transformer.layers:
-        layer.forward = torch.compile(layer.forward, fullgraph=True)
     # Each new output size, prompt length or attention kernel can cost a recompilation of the shared layer code
     # (automatic dynamic shapes do not cover every guard). At PyTorch's default limit of 8 a session that tries a
     # few modes and tiers fails with "recompile limit exceeded" under fullgraph, so allow a session's worth.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, speeds.RECOMPILE_LIMIT)
+    if "text_kv_cache" in names:
+        # The text cache runs each layer's two halves itself and compiles the one it runs at every step. Compiled
+        # whole, a layer would trace the cache's bookkeeping into its graphs: on the tiny checkpoint 12 graphs and
+        # about 100 s of compiling for a first video, against 2 graphs and 13 s (docs/performance.md).
+        return
+    pipe.transformer.compile_repeated_blocks(fullgraph=True)
 
 
 def _group_offload(pipe: Cosmos3OmniPipeline, device: torch.device) -> None:
@@ -175,7 +188,7 @@ def _sea_cache(pipe: Cosmos3OmniPipeline) -> None:
 _APPLY = {
     "fp8_storage": lambda pipe, names, device: _fp8_storage(pipe),
     "text_tower_offload": lambda pipe, names, device: speeds.keep_text_tower_in_cpu_memory(pipe, device),
-    "compile": lambda pipe, names, device: _compile(pipe),
+    "compile": lambda pipe, names, device: _compile(pipe, names),
     "text_kv_cache": lambda pipe, names, device: speeds.cache_text_keys_values(pipe, compiled="compile" in names),
     "cuda_graphs": lambda pipe, names, device: speeds.replay_steps_as_cuda_graphs(pipe) is None,
     "zero_encode_cache": lambda pipe, names, device: speeds.cache_blank_video_encoding(pipe),

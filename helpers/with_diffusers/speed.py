@@ -152,24 +152,61 @@ def generation_queries_keys_values(attn: Any, gen: torch.Tensor, cos: torch.Tens
     return rope(query, cos, sin), rope(key, cos, sin), value
 
 
-def attend(attn: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool):
-    """Grouped-query attention over `[tokens, heads, head_dim]`: the processor's own `attend` where it has one
-    (the several-GPU runner's context parallelism), else diffusers' dispatch with the processor's backend."""
-    own = getattr(attn.processor, "attend", None)
+def attention_of(processor: Any) -> Any:
+    """The grouped-query attention a layer's processor runs, as a function of `[tokens, heads, head_dim]` query, key
+    and value (and `is_causal`): the processor's own `attend` where it has one (FlashAttention-4, the several-GPU
+    runner's context parallelism), else diffusers' dispatch with the backend the processor holds (PyTorch's SDPA
+    unless `set_attention_backend` chose another)."""
+    own = getattr(processor, "attend", None)
     if own is not None:
-        return own(query, key, value, is_causal=is_causal)
-    from diffusers.models.attention_dispatch import dispatch_attention_fn
+        return own
 
-    out = dispatch_attention_fn(
-        query.unsqueeze(0),
-        key.unsqueeze(0),
-        value.unsqueeze(0),
-        is_causal=is_causal,
-        enable_gqa=True,
-        backend=attn.processor._attention_backend,
-        parallel_config=attn.processor._parallel_config,
-    )
-    return out.squeeze(0)
+    def dispatched(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool) -> torch.Tensor:
+        from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+        out = dispatch_attention_fn(
+            query.unsqueeze(0),
+            key.unsqueeze(0),
+            value.unsqueeze(0),
+            is_causal=is_causal,
+            enable_gqa=True,
+            backend=processor._attention_backend,
+            parallel_config=processor._parallel_config,
+        )
+        return out.squeeze(0)
+
+    return dispatched
+
+
+def attend(attn: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool):
+    """Grouped-query attention over `[tokens, heads, head_dim]` with the kernel of `attn`'s processor."""
+    return attention_of(attn.processor)(query, key, value, is_causal=is_causal)
+
+
+class OwnKernelAttnProcessor:
+    """`Cosmos3AttnProcessor`'s computation with the attention itself left to `attend` (over `[tokens, heads,
+    head_dim]`). A subclass brings its own kernel to one pipeline through diffusers' public `attn.set_processor`,
+    so nothing that other pipelines in the process share is changed (FlashAttention-4, context parallelism)."""
+
+    _attention_backend = None
+    _parallel_config = None
+
+    def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool) -> torch.Tensor:
+        raise NotImplementedError
+
+    def __call__(self, attn: Any, und_seq: torch.Tensor, gen_seq: torch.Tensor, rotary_emb: tuple[torch.Tensor, ...]):
+        import torch
+
+        cos_und, sin_und, cos_gen, sin_gen = rotary_emb
+        text_query, text_key, text_key_for_generation, text_value = text_queries_keys_values(
+            attn, und_seq, cos_und, sin_und
+        )
+        query, key, value = generation_queries_keys_values(attn, gen_seq, cos_gen, sin_gen)
+        text_out = self.attend(text_query, text_key, text_value, is_causal=True)
+        generation_out = self.attend(
+            query, torch.cat([text_key_for_generation, key]), torch.cat([text_value, value]), is_causal=False
+        )
+        return attn.to_out(text_out.flatten(-2, -1)), attn.to_add_out(generation_out.flatten(-2, -1))
 
 
 def _generation_half(
@@ -260,7 +297,7 @@ def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False)
     for layer in pipe.transformer.layers:
         processor = layer.self_attn.processor
         # The cache runs the layer's two halves itself; it knows the default processor's attention, and any
-        # processor that brings its own `attend` (context parallelism).
+        # processor that brings its own `attend` (FlashAttention-4, context parallelism).
         if type(processor) is not Cosmos3AttnProcessor and not hasattr(processor, "attend"):
             raise InvalidSettingError(
                 f"text_kv_cache needs the default Cosmos3AttnProcessor, but a layer uses "

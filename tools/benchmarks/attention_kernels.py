@@ -75,7 +75,12 @@ def backends() -> dict[str, Any]:
         found["flash_attention_4"] = fa4
         found["flash_attention_4_compiled"] = torch.compile(fa4, fullgraph=True)
         # What the `flash_attention` switch runs in a compiled layer: FlashAttention-4 from MIN_QUERY_TOKENS queries.
-        found["switch_compiled"] = torch.compile(through(flash_attention.diffusers_backend()), fullgraph=True)
+        processor = flash_attention.FlashAttention4Processor()
+
+        def switch(q, k, v):
+            return processor.attend(q[0], k[0], v[0], is_causal=False)[None]
+
+        found["switch_compiled"] = torch.compile(switch, fullgraph=True)
     else:
         print(f"FlashAttention-4 not timed: {reason}", flush=True)
     return found

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import result_file
+
 from helpers import presets, prompts, random_checkpoints
 from helpers.with_diffusers import pipelines, speed
 from helpers.with_diffusers.pipelines import applied, apply, load_pipeline, skipped
@@ -193,6 +195,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "guidance_scale": 6.0,
         "seed": SEED,
         "command": " ".join(sys.argv),
+        "versions": result_file.versions(),
         "rows": [],
     }
     out_path = Path(args.out)

@@ -129,16 +129,14 @@ class ContextParallel:
         return torch.cat([text, generation])
 
     def attend(
-        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool, backend: Any
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool, kernel: Any
     ) -> torch.Tensor:
         """Attention over the whole sequence for this rank's tokens, each `[tokens, heads, head_dim]`.
 
         Causal: the text stream attending to itself. Otherwise: generation queries over keys that are, on every
         rank, its text share followed by its generation share (as `Cosmos3AttnProcessor` and the text cache
-        concatenate them).
+        concatenate them). `kernel` (`speed.attention_of`) computes it once the tokens are gathered.
         """
-        from diffusers.models.attention_dispatch import dispatch_attention_fn
-
         s = self.streams
         expected = (s.text_padded if is_causal else s.text_padded + s.generation_padded) // self.size
         if key.shape[0] != expected:
@@ -152,50 +150,22 @@ class ContextParallel:
         query, key, value = (self._heads_to_ranks(t) for t in (query, key, value))
         if not is_causal:
             key, value = self._real_keys(key), self._real_keys(value)
-        out = dispatch_attention_fn(
-            query.unsqueeze(0),
-            key.unsqueeze(0),
-            value.unsqueeze(0),
-            is_causal=is_causal,
-            enable_gqa=True,
-            backend=backend,
-        )
-        return self._tokens_to_ranks(out.squeeze(0))
+        return self._tokens_to_ranks(kernel(query, key, value, is_causal=is_causal))
 
 
-class UlyssesAttnProcessor:
+class UlyssesAttnProcessor(speed.OwnKernelAttnProcessor):
     """`Cosmos3AttnProcessor`'s computation on local tokens, with attention over the whole sequence.
 
-    `_attention_backend` is the kernel the attention runs with once the tokens are gathered (PyTorch's SDPA, or
-    FlashAttention-4 under `SPEED="fast"`).
+    `kernel` is the attention the layer ran before (`speed.attention_of`): PyTorch's SDPA, or FlashAttention-4 under
+    `SPEED="fast"`; it runs once the tokens are gathered.
     """
 
-    _parallel_config = None
-
-    def __init__(self, parallel: ContextParallel, backend: Any):
+    def __init__(self, parallel: ContextParallel, kernel: Any):
         self.parallel = parallel
-        self._attention_backend = backend
+        self.kernel = kernel
 
     def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool):
-        return self.parallel.attend(query, key, value, is_causal=is_causal, backend=self._attention_backend)
-
-    def __call__(self, attn: Any, und_seq: torch.Tensor, gen_seq: torch.Tensor, rotary_emb: tuple[torch.Tensor, ...]):
-        import torch
-
-        cos_und, sin_und, cos_gen, sin_gen = rotary_emb
-        text_query, text_key, text_key_for_generation, text_value = speed.text_queries_keys_values(
-            attn, und_seq, cos_und, sin_und
-        )
-        query, key, value = speed.generation_queries_keys_values(attn, gen_seq, cos_gen, sin_gen)
-
-        text_out = self.attend(text_query, text_key, text_value, is_causal=True)
-        generation_out = self.attend(
-            query,
-            torch.cat([text_key_for_generation, key]),
-            torch.cat([text_value, value]),
-            is_causal=False,
-        )
-        return attn.to_out(text_out.flatten(-2, -1)), attn.to_add_out(generation_out.flatten(-2, -1))
+        return self.parallel.attend(query, key, value, is_causal=is_causal, kernel=self.kernel)
 
 
 def enable(pipe: Cosmos3OmniPipeline, group: Any) -> ContextParallel:
@@ -214,7 +184,7 @@ def enable(pipe: Cosmos3OmniPipeline, group: Any) -> ContextParallel:
         )
     for layer in transformer.layers:
         attn = layer.self_attn
-        attn.set_processor(UlyssesAttnProcessor(parallel, attn.processor._attention_backend))
+        attn.set_processor(UlyssesAttnProcessor(parallel, speed.attention_of(attn.processor)))
     transformer._cp_shard_fn = parallel.shard
     transformer._cp_gather_fn = parallel.gather
     return parallel

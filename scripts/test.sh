@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite: unit tests, then every notebook end to end on the tiny
 # checkpoint, the vLLM-Omni one against the real server. Extra arguments go to pytest, e.g.
-# `bash scripts/test.sh -k presets`.
+# `bash scripts/test.sh -k presets`. `bash scripts/test.sh --quick` runs the quick tier instead
+# (scripts/test_quick.sh: unit tests and one notebook, no server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --quick ]; then exec bash scripts/test_quick.sh "${@:2}"; fi
 bash scripts/setup.sh
 # The tests start the real vLLM-Omni server: its environment is made here, with progress, on first use.
 bash scripts/serve_vllm_omni.sh --install

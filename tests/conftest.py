@@ -48,3 +48,10 @@ def http(omni_server: LocalServer) -> Iterator[httpx.Client]:
     headers = {"Authorization": f"Bearer {SERVER_KEY}"}
     with httpx.Client(base_url=omni_server.base_url, headers=headers, timeout=300) as client:
         yield client
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A test on the real server needs its environment and minutes: never in the quick tier, marked or not.
+    for item in items:
+        if "omni_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

@@ -13,6 +13,9 @@ import pytest
 
 from helpers import actions, assets, embodiments, media
 
+# Every test here talks to the session's real vLLM-Omni server.
+pytestmark = pytest.mark.slow
+
 CHUNK = 8
 
 

@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+# Each benchmark script runs whole generations in processes of its own (minutes on a CPU).
+pytestmark = pytest.mark.slow
 
 
 def _run(args: list[str]) -> None:

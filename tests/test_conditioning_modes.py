@@ -30,6 +30,7 @@ def _final_latents(pipe, settings, video) -> torch.Tensor:
     return seen[-1]
 
 
+@pytest.mark.slow
 def test_fl2v_keeps_the_encodings_of_the_first_and_the_last_image_whatever_the_seed(tiny_pipe) -> None:
     pipe, _ = tiny_pipe
     runs = [presets.settings_for("fl2v", "smoke", seed=seed, num_inference_steps=2) for seed in (1, 2)]
@@ -65,6 +66,7 @@ def test_first_last_parameter_names_two_existing_images(tmp_path) -> None:
         prompts.first_and_last(f"{tmp_path}/a.png,{tmp_path}/b.png")
 
 
+@pytest.mark.slow
 def test_video_to_video_with_sound_continues_the_clip_and_makes_sound(tiny_pipe) -> None:
     pipe, _ = tiny_pipe
     s = presets.settings_for("v2v_sound", "smoke", num_inference_steps=1)
@@ -73,6 +75,7 @@ def test_video_to_video_with_sound_continues_the_clip_and_makes_sound(tiny_pipe)
     assert np.asarray(out.video).shape == (17, 96, 160, 3)
 
 
+@pytest.mark.slow
 def test_the_estimate_at_the_last_step_decodes_to_the_output(tiny_pipe) -> None:
     # What "Look inside the denoising" shows: each step's estimate of the clean video, decoded as the pipeline decodes.
     pipe, _ = tiny_pipe

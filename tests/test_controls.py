@@ -49,6 +49,7 @@ def _vllm_omni_tables() -> dict[str, object]:
     return tables
 
 
+@pytest.mark.slow
 def test_the_tables_equal_vllm_omnis(omni_server) -> None:
     # The session's server installed vLLM-Omni 0.30.0; its transfer module is read, not imported.
     v = _vllm_omni_tables()

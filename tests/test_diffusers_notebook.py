@@ -110,6 +110,8 @@ def test_diffusers_own_switches_run_as_speed_names_them(tmp_path, speed, switche
     assert manifest["info"]["switches"] == switches
 
 
+# The quick tier's one notebook run end to end (scripts/test_quick.sh): two modes, sound and two images.
+@pytest.mark.quick
 def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
     # nbmake takes no parameters: inject them into a copy the way papermill does, then let nbmake run it.
     nb = papermill.iorw.load_notebook_node(str(notebook_path(NAME)))

@@ -44,6 +44,7 @@ def _check_video(form: GenerationForm, frames: int, sound: bool) -> None:
     assert form.last_error is None and form.error.value == ""
 
 
+@pytest.mark.slow
 def test_generate_with_the_bundled_prompt_and_sound(diffusers_form):
     diffusers_form.mode.value = "t2v_sound"
     diffusers_form.num_frames.value = 9
@@ -54,6 +55,7 @@ def test_generate_with_the_bundled_prompt_and_sound(diffusers_form):
     assert diffusers_form.progress.value == diffusers_form.progress.max == 2
 
 
+@pytest.mark.slow
 def test_free_text_prompt_and_uploaded_image(diffusers_form, tmp_path):
     image = tmp_path / "mine.png"
     media.write_image(image, media.read_frames(presets_image())[:1])
@@ -99,6 +101,7 @@ def test_unreadable_upload_is_reported_not_swallowed(diffusers_form):
     assert "is not a readable image, video or audio file" in diffusers_form.error.value
 
 
+@pytest.mark.slow
 def test_stop_interrupts_the_denoising_loop_and_saves_nothing(diffusers_form):
     diffusers_form.mode.value = "t2v"
     diffusers_form.steps.value = "6"
@@ -117,6 +120,7 @@ def test_stop_interrupts_the_denoising_loop_and_saves_nothing(diffusers_form):
     assert "stopped" in diffusers_form.status.value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["t2v_sound", "fl2v", "v2v_sound"])
 def test_the_form_drives_a_vllm_omni_server_the_same_way(omni_client, tmp_path, tiny_pipe, mode):
     run = Run.create(tmp_path / "omni", backend="vllm_omni", model="tiny")
@@ -156,6 +160,7 @@ def test_the_form_drives_a_vllm_omni_server_the_same_way(omni_client, tmp_path, 
     assert parity[generated].mean() < 0.5 * seed_effect[generated].mean(), (parity, seed_effect)
 
 
+@pytest.mark.slow
 def test_server_errors_reach_the_form(omni_client, tmp_path):
     run = Run.create(tmp_path, backend="vllm_omni", model="tiny")
     form = GenerationForm(backends.OmniBackend(omni_client, "tiny"), run, preset="smoke")
@@ -170,6 +175,7 @@ def test_server_errors_reach_the_form(omni_client, tmp_path):
     assert "Model mismatch" in bad.error.value
 
 
+@pytest.mark.slow
 def test_comparison_keeps_prompt_and_seed_and_shows_each_variant(tiny_pipe, tmp_path):
     pipe, _ = tiny_pipe
     run = Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
@@ -187,6 +193,7 @@ def test_comparison_keeps_prompt_and_seed_and_shows_each_variant(tiny_pipe, tmp_
         compare.compare(run, [variants[0], compare.Variant("x", backend, presets.settings_for("t2v", "smoke", seed=2))])
 
 
+@pytest.mark.slow
 def test_stop_cancels_the_server_job_and_saves_nothing(omni_client, tmp_path):
     run = Run.create(tmp_path, backend="vllm_omni", model="tiny")
     form = GenerationForm(backends.OmniBackend(omni_client, "tiny"), run, preset="smoke")

@@ -88,6 +88,7 @@ def test_load_video_returns_rgb_frames(tmp_path):
     assert len(frames) == 9 and frames[0].size == (160, 96) and frames[0].mode == "RGB"
 
 
+@pytest.mark.slow
 def test_encoding_is_byte_for_byte_reproducible_after_pipeline_work(tiny_pipe, tmp_path):
     """Same frames, same file: the two notebooks and the server must agree exactly for the same seed.
 

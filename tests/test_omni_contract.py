@@ -25,6 +25,9 @@ from helpers.with_vllm_omni.api import MULTIPART
 from helpers.with_vllm_omni.local_server import LocalServer
 from tests.conftest import SERVER_KEY
 
+# Every test here talks to the session's real vLLM-Omni server.
+pytestmark = pytest.mark.slow
+
 SMALL = {"size": "64x64", "num_frames": "5", "fps": "24", "num_inference_steps": "1", "guidance_scale": "1.0"}
 SMALL_IMAGE = {"size": "64x64", "num_inference_steps": 1, "guidance_scale": 1.0, "seed": 3}
 # The form accepts any negative_metadata_mode; Cosmos 3's pipeline refuses this one once generation starts.

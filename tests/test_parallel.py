@@ -154,6 +154,7 @@ def parallel_outputs(tmp_path_factory: pytest.TempPathFactory, _isolated_cache):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("degrees", ["2x1", "1x2", "2x2"])
 def test_parallel_processes_make_the_frames_and_sound_of_one(parallel_outputs, reference, degrees, mode):
@@ -180,6 +181,7 @@ def _notebook_run(pipe, checkpoint, output_dir: Path) -> runs.Run:
     return run
 
 
+@pytest.mark.slow
 def test_the_runner_writes_the_files_and_manifest_the_notebook_writes(tiny_pipe, tmp_path, _isolated_cache):
     pipe, checkpoint = tiny_pipe
     request = Request(
@@ -233,6 +235,7 @@ def test_the_runner_writes_the_files_and_manifest_the_notebook_writes(tiny_pipe,
             assert diff.max() <= codec.max() and diff.mean() <= 0.1 * codec.mean(), (diff.max(), diff.mean(), codec)
 
 
+@pytest.mark.slow
 def test_a_failed_run_raises_with_the_end_of_its_output(tmp_path, _isolated_cache):
     request = Request(
         model=str(tmp_path / "no-such-checkpoint"),

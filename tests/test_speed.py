@@ -78,6 +78,7 @@ def test_switches_out_of_order_ask_for_a_fresh_pipeline():
         pipelines.apply(pipe, ["text_kv_cache"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["t2v_sound", "i2v", "t2i"])
 def test_text_kv_cache_gives_the_uncached_output(mode: str, monkeypatch: pytest.MonkeyPatch):
     from helpers import media
@@ -101,6 +102,7 @@ def test_text_kv_cache_gives_the_uncached_output(mode: str, monkeypatch: pytest.
     assert len(replays) == 24
 
 
+@pytest.mark.slow
 def test_text_kv_cache_writes_the_next_prompt_of_the_same_length_into_the_keys_it_holds():
     from diffusers.hooks import HookRegistry
 
@@ -122,6 +124,7 @@ def test_text_kv_cache_writes_the_next_prompt_of_the_same_length_into_the_keys_i
     assert not np.allclose(got, image(reference, first), rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["low_vram", "min_vram"])
 def test_memory_speeds_run_on_the_tiny_checkpoint(name: str):
     pipe = _fresh_pipe()
@@ -130,6 +133,7 @@ def test_memory_speeds_run_on_the_tiny_checkpoint(name: str):
     assert np.isfinite(video).all()
 
 
+@pytest.mark.slow
 def test_zero_encode_cache_gives_the_uncached_output_and_encodes_once_per_size():
     reference = _fresh_pipe()
     cached = _fresh_pipe()
@@ -146,6 +150,7 @@ def test_zero_encode_cache_gives_the_uncached_output_and_encodes_once_per_size()
     assert len(encodes) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["t2i", "i2v"])
 def test_first_frame_2d_gives_the_3d_output_and_runs_the_first_frame_only_in_2d(mode: str, monkeypatch):
     from helpers import media
@@ -167,6 +172,7 @@ def test_first_frame_2d_gives_the_3d_output_and_runs_the_first_frame_only_in_2d(
     assert 1 in frames and (mode == "t2i" or any(n > 1 for n in frames))
 
 
+@pytest.mark.slow
 def test_zero_encode_cache_still_encodes_a_conditioning_image():
     from helpers import media
 
@@ -181,6 +187,7 @@ def test_zero_encode_cache_still_encodes_a_conditioning_image():
     assert len(encodes) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "streamed"), [("low_vram", False), ("min_vram", True)])
 def test_memory_speeds_store_float8_weights_and_only_min_vram_streams_layers(name: str, streamed: bool):
     import torch
@@ -228,6 +235,7 @@ def test_cuda_graphs_need_the_text_cache_and_a_cuda_gpu():
     assert "needs a CUDA GPU" in speed.replay_steps_as_cuda_graphs(pipe)
 
 
+@pytest.mark.slow
 def test_fast_keeps_generating_across_many_sizes_and_modes():
     # Each size and prompt length recompiles the compiled layers; PyTorch's default limit (8) made `fast` fail with
     # "recompile limit exceeded" after a few tiers and modes (found on the H200). Here: more shapes than that.

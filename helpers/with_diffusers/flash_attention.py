@@ -16,9 +16,10 @@ from helpers.with_diffusers.speed import OwnKernelAttnProcessor
 if TYPE_CHECKING:
     import torch
 
-# flash-attn-4 is published as pre-releases; its `cu13` extra brings the CUDA 13 build of its compiler's runtime.
-INSTALL_CUDA13 = 'pip install --pre "flash-attn-4[cu13]"'
-INSTALL_CUDA12 = "pip install --pre flash-attn-4"
+# flash-attn-4 is published as pre-releases (an exact pin admits one); its `cu13` extra brings the CUDA 13 build of its
+# compiler's runtime. The version is tools/locks/gpu.txt's, which scripts/setup.sh installs on a GPU machine.
+INSTALL_CUDA13 = 'pip install "flash-attn-4[cu13]==4.0.0b36"'
+INSTALL_CUDA12 = 'pip install "flash-attn-4==4.0.0b36"'
 # Compute capabilities (major) where the kernel is used: Hopper (measured here) and datacenter Blackwell.
 ARCHS: tuple[int, ...] = (9, 10)
 # Below this many query tokens PyTorch's SDPA is used instead: each FlashAttention-4 call costs about 0.1 ms of

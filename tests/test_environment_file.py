@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import tomllib
 import urllib.request
 from pathlib import Path
@@ -236,6 +235,5 @@ def test_setup_takes_torch_from_the_cpu_index_only_where_it_answers(tmp_path):
         assert _fields(_plan(tmp_path, 0, COSMOS3_TORCH_CPU_INDEX=url))["source"] == "pip"
     finally:
         server.shutdown()
-    started = time.monotonic()
+    # An index that does not answer: pip's usual index (a probe that hung would end in `_plan`'s timeout).
     assert _fields(_plan(tmp_path, None))["source"] == "pip"
-    assert time.monotonic() - started < 20

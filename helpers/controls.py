@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import media
-from helpers.embodiments import CANVASES, canvas, check_tier
+from helpers.conditioning import CANVASES, canvas, check_tier
 from helpers.errors import InvalidSettingError, MediaError
 
 _VLLM = "vLLM-Omni 0.30.0's transfer defaults for a single hint (TRANSFER_DEFAULTS)"
@@ -226,7 +226,7 @@ def settings_for(
         fps=fps,
         num_video_frames_per_chunk=chunk,
         num_conditional_frames=overlap,
-        resolution_tier=check_tier(int(given.get("resolution_tier", p.tier))),
+        resolution_tier=check_tier(int(given.get("resolution_tier", p.tier)), "transfer"),
         num_inference_steps=steps,
         guidance_scale=guidance,
         control_guidance=control,

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from helpers.conditioning import canvas, check_tier
 from helpers.errors import InvalidSettingError
 
 TASKS: dict[str, str] = {
@@ -33,14 +34,6 @@ VIEW_POINTS: dict[str, str] = {
     "front.",
     "wrist_view": "This video is captured from a wrist-mounted camera.",
     "concat_view": "This video contains concatenated views from multiple camera perspectives.",
-}
-# The canvas (width, height) of each action resolution tier for each picture shape (diffusers 0.42.1 and vLLM-Omni
-# 0.30.0 share this table); the input is fitted into it without upscaling and padded.
-CANVASES: dict[int, tuple[tuple[int, int], ...]] = {
-    256: ((256, 256), (320, 256), (256, 320), (320, 192), (192, 320)),
-    480: ((640, 640), (736, 544), (544, 736), (832, 480), (480, 832)),
-    704: ((960, 960), (1088, 832), (832, 1088), (1280, 704), (704, 1280)),
-    720: ((960, 960), (1104, 832), (832, 1104), (1280, 720), (720, 1280)),
 }
 # Every domain of diffusers 0.42.1's `_EMBODIMENT_TO_RAW_ACTION_DIM`: its action width (9-D pose blocks, 1-D grasp
 # states, 15-D fingertip sets). The model pads each to its `action_dim` (64) and refuses wider ones.
@@ -216,18 +209,6 @@ def _allowed(values: Any) -> str:
     return ", ".join(repr(v) for v in values)
 
 
-def canvas(width: int, height: int, tier: int) -> tuple[int, int]:
-    """The tier's canvas whose shape is closest to `width` x `height`."""
-    check_tier(tier)
-    return min(CANVASES[tier], key=lambda size: abs(size[1] / size[0] - height / width))
-
-
-def check_tier(tier: int) -> int:
-    if tier not in CANVASES:
-        raise InvalidSettingError(f"resolution_tier={tier!r} is not an action tier. Allowed: {_allowed(CANVASES)}.")
-    return tier
-
-
 def get_embodiment(domain_name: str) -> Embodiment:
     if domain_name not in EMBODIMENTS:
         others = sorted(set(ACTION_WIDTHS) - set(EMBODIMENTS))
@@ -302,23 +283,6 @@ def settings_for(
         translation_scale=e.translation_scale,
         normalized=e.normalized,
     )
-
-
-ACTION_SPEEDS: dict[str, str] = {
-    "none": "diffusers as it comes (a server: --enforce-eager)",
-    "fast": "the transformer's repeated layer compiled: the same output up to numerical noise",
-}
-
-
-def check_speed(speed: str, family: str = "action") -> str:
-    """`SPEED` for the action and transfer notebooks: the switches measured on their tasks (docs/action.md,
-    docs/transfer.md)."""
-    if speed not in ACTION_SPEEDS:
-        raise InvalidSettingError(
-            f"SPEED={speed!r} is not measured on {family} tasks. Allowed: {_allowed(ACTION_SPEEDS)} (step caching "
-            "and the memory settings of the audiovisual notebooks are not)."
-        )
-    return speed
 
 
 def check_actions(actions: Any, s: ActionSettings) -> np.ndarray:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from cookbook_tools import notebooks
 
-from helpers import actions, assets, embodiments, media
+from helpers import actions, assets, conditioning, embodiments, media
 
 ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR
 
@@ -50,7 +50,7 @@ def check_action_run(run_dir: Path, preset: str, seed: int, chunks: int, quickst
         info = media.probe(run_dir / f"{name}.mp4")
         e = embodiments.EMBODIMENTS[domain]
         tier = quickstart_tier if name == "quickstart" else embodiments.ACTION_PRESETS[preset].tier or e.resolution_tier
-        canvas = embodiments.canvas(info.width, info.height, tier)
+        canvas = conditioning.canvas(info.width, info.height, tier)
         assert (info.codec, info.num_frames, round(info.fps), info.has_audio) == ("h264", frames, e.fps, False), (
             name,
             info,

@@ -12,6 +12,7 @@ from typing import Any
 
 import nbformat
 import numpy as np
+from cookbook_tools import notebooks
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
@@ -40,6 +41,15 @@ SHORT_FRAMES = 33
 # The quickstart's literal call: 480p as published, and a smoke size on the tiny checkpoint. (width, height, frames)
 QUICKSTART_TINY = (160, 96, 17)
 QUICKSTART_PUBLISHED = (832, 480, 189)
+
+
+# The action and transfer notebooks at their smallest: the tiny checkpoint, two steps, quiet.
+SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0, "PROGRESS": False}
+
+
+def execute_smoke(name: str, out: Path, **parameters: object) -> Path:
+    """Run the notebook `name` by papermill at `SMOKE` (and `parameters`), its media under `out`/media."""
+    return notebooks.execute(name, out / Path(name).name, {**SMOKE, "OUTPUT_DIR": str(out / "media"), **parameters})
 
 
 def check_quickstart(path: Path, size: tuple[int, int, int]) -> None:

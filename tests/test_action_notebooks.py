@@ -17,21 +17,16 @@ from helpers import actions, media
 from helpers.assets import notebook_path
 from tests.action_checks import ACTION_DIFFUSERS, ACTION_VLLM, check_action_run
 from tests.conftest import SERVER_KEY
-from tests.notebook_checks import mean_frame_difference, printed, run_nbmake, sections
+from tests.notebook_checks import SMOKE, execute_smoke, mean_frame_difference, printed, run_nbmake, sections
 
-SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0, "PROGRESS": False}
 CHUNKS = 3  # the notebooks' default rollout
 
 pytestmark = pytest.mark.notebook
 
 
-def _execute(name: str, out: Path, **parameters: object) -> Path:
-    return notebooks.execute(name, out / Path(name).name, {**SMOKE, "OUTPUT_DIR": str(out / "media"), **parameters})
-
-
 @pytest.fixture(scope="module")
 def diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
-    return _execute(ACTION_DIFFUSERS, tmp_path_factory.mktemp("action-diffusers"))
+    return execute_smoke(ACTION_DIFFUSERS, tmp_path_factory.mktemp("action-diffusers"))
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +34,7 @@ def vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server) -> Path:
     # MODEL="tiny" is served by the session's server; the policy's checkpoint ("tiny-nosound", the shape of
     # nvidia/Cosmos3-Nano-Policy-DROID) gets a server the notebook starts and stops itself.
     folder = tmp_path_factory.mktemp("action-vllm")
-    return _execute(ACTION_VLLM, folder, BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY)
+    return execute_smoke(ACTION_VLLM, folder, BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY)
 
 
 def test_the_twins_mirror_each_other_and_start_with_the_quickstart() -> None:
@@ -104,7 +99,7 @@ def test_the_two_notebooks_give_the_same_videos_and_actions(
     diffusers_run: Path, vllm_run: Path, tmp_path: Path
 ) -> None:
     ours, theirs = notebooks.run_folder_from(diffusers_run), notebooks.run_folder_from(vllm_run)
-    other_seed = notebooks.run_folder_from(_execute(ACTION_DIFFUSERS, tmp_path, SEED=1, ROLLOUT_CHUNKS=1))
+    other_seed = notebooks.run_folder_from(execute_smoke(ACTION_DIFFUSERS, tmp_path, SEED=1, ROLLOUT_CHUNKS=1))
     for video in ("fd_av", "fd_droid_chunk0", "policy_droid_lerobot"):
         seed_effect = mean_frame_difference(_frames(ours, video), _frames(other_seed, video))
         backends = mean_frame_difference(_frames(ours, video), _frames(theirs, video))
@@ -130,7 +125,7 @@ def test_bad_parameters_stop_the_notebook_before_loading_or_starting_a_server(
 
     monkeypatch.delenv("OMNI_BASE_URL", raising=False)
     with pytest.raises(papermill.PapermillExecutionError) as err:
-        _execute(name, tmp_path, **parameters)
+        execute_smoke(name, tmp_path, **parameters)
     assert message in str(err.value)
     output = printed(tmp_path / Path(name).name)
     assert "Connected to" not in output and "action_dim=" not in output
@@ -146,7 +141,7 @@ def test_a_checkpoint_without_action_heads_is_refused_at_load_naming_the_field(t
     config = folder / "transformer" / "config.json"
     config.write_text(json.dumps({**json.loads(config.read_text()), "action_gen": False}))
     with pytest.raises(papermill.PapermillExecutionError) as err:
-        _execute(ACTION_DIFFUSERS, tmp_path, MODEL=str(folder), POLICY_MODEL="tiny-nosound", GUARDRAILS="off")
+        execute_smoke(ACTION_DIFFUSERS, tmp_path, MODEL=str(folder), POLICY_MODEL="tiny-nosound", GUARDRAILS="off")
     assert "its transformer config has action_gen=False" in str(err.value)
     assert not list((tmp_path / "media").glob("*/quickstart.mp4"))  # stopped before the first call
 

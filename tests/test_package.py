@@ -92,9 +92,8 @@ def test_helpers_holds_what_the_notebooks_import_and_no_formatting_golf():
 # the two backends never import each other; nothing in `helpers/` imports the tools beside it (`cookbook_tools`).
 LAYERS = [
     {"helpers.errors"},
-    {"helpers.assets", "helpers.media", "helpers.models", "helpers.random_checkpoints"},
-    {"helpers.actions", "helpers.embodiments", "helpers.trajectories"},
-    {"helpers.controls"},
+    {"helpers.assets", "helpers.conditioning", "helpers.media", "helpers.models", "helpers.random_checkpoints"},
+    {"helpers.actions", "helpers.controls", "helpers.embodiments", "helpers.trajectories"},
     {"helpers.presets", "helpers.environment", "helpers.display"},
     {"helpers.prompts", "helpers.runs"},
     {"helpers.with_diffusers", "helpers.with_vllm_omni"},

@@ -14,29 +14,24 @@ from cookbook_tools import notebooks
 from helpers import assets, controls, media
 from helpers.assets import notebook_path
 from tests.conftest import SERVER_KEY
-from tests.notebook_checks import mean_frame_difference, printed, run_nbmake, sections
+from tests.notebook_checks import SMOKE, execute_smoke, mean_frame_difference, printed, run_nbmake, sections
 from tests.transfer_checks import TRANSFER_DIFFUSERS, TRANSFER_VLLM, VIDEOS, check_transfer_run
 
-SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0, "PROGRESS": False}
 QUICKSTART = (320, 192, 9)  # the quickstart's literal size and length on the tiny checkpoint
 PROMPT = "A city street on a rainy evening: wet asphalt mirrors the shop lights, cars wait at the curb."  # the tour's
 
 pytestmark = pytest.mark.notebook
 
 
-def _execute(name: str, out: Path, **parameters: object) -> Path:
-    return notebooks.execute(name, out / Path(name).name, {**SMOKE, "OUTPUT_DIR": str(out / "media"), **parameters})
-
-
 @pytest.fixture(scope="module")
 def diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
-    return _execute(TRANSFER_DIFFUSERS, tmp_path_factory.mktemp("transfer-diffusers"))
+    return execute_smoke(TRANSFER_DIFFUSERS, tmp_path_factory.mktemp("transfer-diffusers"))
 
 
 @pytest.fixture(scope="module")
 def vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server) -> Path:
     folder = tmp_path_factory.mktemp("transfer-vllm")
-    return _execute(TRANSFER_VLLM, folder, BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY)
+    return execute_smoke(TRANSFER_VLLM, folder, BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY)
 
 
 def test_the_twins_mirror_each_other_and_start_with_the_quickstart() -> None:
@@ -107,7 +102,7 @@ def test_the_two_notebooks_give_the_same_videos_for_one_control(
     diffusers_run: Path, vllm_run: Path, tmp_path: Path
 ) -> None:
     ours, theirs = notebooks.run_folder_from(diffusers_run), notebooks.run_folder_from(vllm_run)
-    other_seed = notebooks.run_folder_from(_execute(TRANSFER_DIFFUSERS, tmp_path, SEED=1))
+    other_seed = notebooks.run_folder_from(execute_smoke(TRANSFER_DIFFUSERS, tmp_path, SEED=1))
 
     def frames(run: Path, video: str) -> np.ndarray:
         return media.read_frames(run / f"{video}.mp4").astype(np.int16)
@@ -138,7 +133,7 @@ def test_bad_parameters_stop_the_notebook_before_loading_or_starting_a_server(
 
     monkeypatch.delenv("OMNI_BASE_URL", raising=False)
     with pytest.raises(papermill.PapermillExecutionError) as err:
-        _execute(name, tmp_path, **parameters)
+        execute_smoke(name, tmp_path, **parameters)
     assert message in str(err.value)
     output = printed(tmp_path / Path(name).name)
     assert "Connected to" not in output and "Cosmos3OmniModularPipeline" not in output

@@ -8,9 +8,7 @@ measured with the same two speed switches (docs/action.md, docs/transfer.md). Ea
 
 from __future__ import annotations
 
-from typing import Any
-
-from helpers.errors import InvalidSettingError
+from helpers.errors import InvalidSettingError, allowed
 
 # The canvas (width, height) of each resolution tier for each picture shape (diffusers 0.42.1 and vLLM-Omni 0.30.0
 # share this table for action and transfer); the input is fitted into it without upscaling and padded.
@@ -26,13 +24,9 @@ SPEEDS: dict[str, str] = {
 }
 
 
-def _allowed(values: Any) -> str:
-    return ", ".join(repr(v) for v in values)
-
-
 def check_tier(tier: int, family: str = "action") -> int:
     if tier not in CANVASES:
-        raise InvalidSettingError(f"resolution_tier={tier!r} is not a {family} tier. Allowed: {_allowed(CANVASES)}.")
+        raise InvalidSettingError(f"resolution_tier={tier!r} is not a {family} tier. Allowed: {allowed(CANVASES)}.")
     return tier
 
 
@@ -46,7 +40,7 @@ def check_speed(speed: str, family: str) -> str:
     """`SPEED` for the action and transfer notebooks (`family` names which, for the message)."""
     if speed not in SPEEDS:
         raise InvalidSettingError(
-            f"SPEED={speed!r} is not measured on {family} tasks. Allowed: {_allowed(SPEEDS)} (step caching "
+            f"SPEED={speed!r} is not measured on {family} tasks. Allowed: {allowed(SPEEDS)} (step caching "
             "and the memory settings of the audiovisual notebooks are not)."
         )
     return speed

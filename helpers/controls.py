@@ -19,7 +19,7 @@ from typing import Any
 
 from helpers import media
 from helpers.conditioning import CANVASES, canvas, check_tier
-from helpers.errors import InvalidSettingError, MediaError
+from helpers.errors import InvalidSettingError, MediaError, allowed
 
 _VLLM = "vLLM-Omni 0.30.0's transfer defaults for a single hint (TRANSFER_DEFAULTS)"
 _NVIDIA = "NVIDIA's Cosmos 3 transfer cookbook (cookbooks/cosmos3/generator/transfer/)"
@@ -147,19 +147,15 @@ _NOT_WITH_TRANSFER = {
 }
 
 
-def _allowed(values: Any) -> str:
-    return ", ".join(repr(v) for v in values)
-
-
 def check_hints(hints: Sequence[str] | str) -> tuple[str, ...]:
     """The hints in the model's canonical order, or an error naming the unknown one."""
     given = (hints,) if isinstance(hints, str) else tuple(hints)
     if not given:
-        raise InvalidSettingError(f"hints is empty: give at least one control. Allowed: {_allowed(HINTS)}.")
+        raise InvalidSettingError(f"hints is empty: give at least one control. Allowed: {allowed(HINTS)}.")
     for hint in given:
         if hint not in HINTS:
             raise InvalidSettingError(
-                f"hint {hint!r} is not a Cosmos 3 control. Allowed: {_allowed(HINTS)} (edge: Canny edges; seg: "
+                f"hint {hint!r} is not a Cosmos 3 control. Allowed: {allowed(HINTS)} (edge: Canny edges; seg: "
                 "segmentation; wsm: world-scenario map)."
             )
     if len(set(given)) != len(given):
@@ -174,7 +170,7 @@ def settings_for(
     (each error names the field and the allowed values)."""
     ordered = check_hints(hints)
     if preset not in TRANSFER_PRESETS:
-        raise InvalidSettingError(f"PRESET={preset!r} is not a transfer preset. Allowed: {_allowed(TRANSFER_PRESETS)}.")
+        raise InvalidSettingError(f"PRESET={preset!r} is not a transfer preset. Allowed: {allowed(TRANSFER_PRESETS)}.")
     for key in overrides:
         if key in _NOT_WITH_TRANSFER:
             raise InvalidSettingError(
@@ -184,7 +180,7 @@ def settings_for(
             )
     unknown = sorted(set(overrides) - set(_OVERRIDES))
     if unknown:
-        raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {_allowed(_OVERRIDES)}.")
+        raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {allowed(_OVERRIDES)}.")
     given = {k: v for k, v in overrides.items() if v is not None}
     p = TRANSFER_PRESETS[preset]
     first = HINTS[ordered[0]]
@@ -263,7 +259,7 @@ def blur_map(frames: Sequence[Any], strength: str = "medium") -> list[Any]:
     from PIL import Image
 
     if strength not in BLUR_FACTORS:
-        raise InvalidSettingError(f"strength={strength!r} is not a blur strength. Allowed: {_allowed(BLUR_FACTORS)}.")
+        raise InvalidSettingError(f"strength={strength!r} is not a blur strength. Allowed: {allowed(BLUR_FACTORS)}.")
     pre, down = BLUR_FACTORS[strength]
     out = []
     for frame in frames:
@@ -302,7 +298,7 @@ def check_controls(controls: Mapping[str, Sequence[Any]], s: TransferSettings) -
     check_hints(list(controls))
     if set(controls) != set(s.hints):
         raise InvalidSettingError(
-            f"The controls given ({_allowed(controls)}) are not the settings' hints ({_allowed(s.hints)}): make "
+            f"The controls given ({allowed(controls)}) are not the settings' hints ({allowed(s.hints)}): make "
             "the settings with controls.settings_for(list(controls), ...)."
         )
     sizes = {}

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from helpers.conditioning import canvas, check_tier
-from helpers.errors import InvalidSettingError
+from helpers.errors import InvalidSettingError, allowed
 
 TASKS: dict[str, str] = {
     "forward_dynamics": "fd",  # a start image and actions in, video out
@@ -205,15 +205,11 @@ class ActionSettings:
         return {**dataclasses.asdict(self), "num_frames": self.num_frames}
 
 
-def _allowed(values: Any) -> str:
-    return ", ".join(repr(v) for v in values)
-
-
 def get_embodiment(domain_name: str) -> Embodiment:
     if domain_name not in EMBODIMENTS:
         others = sorted(set(ACTION_WIDTHS) - set(EMBODIMENTS))
         raise InvalidSettingError(
-            f"domain_name={domain_name!r} has no preset. Allowed: {_allowed(EMBODIMENTS)} (the model also knows "
+            f"domain_name={domain_name!r} has no preset. Allowed: {allowed(EMBODIMENTS)} (the model also knows "
             f"{', '.join(others)}, without published settings)."
         )
     return EMBODIMENTS[domain_name]
@@ -228,18 +224,18 @@ def settings_for(
     """The settings of one action task on one embodiment under a size preset, with validated overrides (each
     error names the field and the allowed values)."""
     if task not in TASKS:
-        raise InvalidSettingError(f"task={task!r} is not an action task. Allowed: {_allowed(TASKS)}.")
+        raise InvalidSettingError(f"task={task!r} is not an action task. Allowed: {allowed(TASKS)}.")
     e = get_embodiment(domain_name)
     if task == "policy" and domain_name not in POLICY_EMBODIMENTS:
         raise InvalidSettingError(
             f"task='policy' needs a policy checkpoint for domain_name={domain_name!r}; the published one "
-            f"(nvidia/Cosmos3-Nano-Policy-DROID) is for {_allowed(POLICY_EMBODIMENTS)}."
+            f"(nvidia/Cosmos3-Nano-Policy-DROID) is for {allowed(POLICY_EMBODIMENTS)}."
         )
     if preset not in ACTION_PRESETS:
-        raise InvalidSettingError(f"PRESET={preset!r} is not an action preset. Allowed: {_allowed(ACTION_PRESETS)}.")
+        raise InvalidSettingError(f"PRESET={preset!r} is not an action preset. Allowed: {allowed(ACTION_PRESETS)}.")
     unknown = sorted(set(overrides) - set(_OVERRIDES))
     if unknown:
-        raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {_allowed(_OVERRIDES)}.")
+        raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {allowed(_OVERRIDES)}.")
     given = {k: v for k, v in overrides.items() if v is not None}
     p = ACTION_PRESETS[preset]
     chunk_size = int(given.get("chunk_size", e.chunk_size))
@@ -259,7 +255,7 @@ def settings_for(
         )
     view_point = given.get("view_point", e.view_point)
     if view_point not in VIEW_POINTS:
-        raise InvalidSettingError(f"view_point={view_point!r} is not known. Allowed: {_allowed(VIEW_POINTS)}.")
+        raise InvalidSettingError(f"view_point={view_point!r} is not known. Allowed: {allowed(VIEW_POINTS)}.")
     fps = int(given.get("fps", e.fps))
     if not 1 <= fps <= 60:
         raise InvalidSettingError(f"fps={fps} is out of range: 1 to 60 (NVIDIA's for {domain_name}: {e.fps}).")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class CookbookError(Exception):
     """Base class for every error the helpers raise on purpose."""
@@ -29,3 +31,8 @@ class SoundNotSupportedError(CookbookError, ValueError):
 
 class OutOfMemoryAdviceError(CookbookError, MemoryError):
     """The accelerator ran out of memory; the message names a smaller preset."""
+
+
+def allowed(values: Iterable[object]) -> str:
+    """The allowed values as every refusal lists them: `'a', 'b'`."""
+    return ", ".join(repr(v) for v in values)

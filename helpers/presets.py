@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helpers import models
-from helpers.errors import InvalidSettingError
+from helpers.errors import InvalidSettingError, allowed
 
 MODES: tuple[str, ...] = ("t2i", "t2v", "i2v", "v2v", "t2v_sound", "i2v_sound", "v2v_sound", "fl2v")
 MODE_TITLES: dict[str, str] = {
@@ -165,10 +165,6 @@ _OVERRIDES = (
 )
 
 
-def _allowed(values: Any) -> str:
-    return ", ".join(repr(v) for v in values)
-
-
 def parse_modes(modes: str | list[str] | tuple[str, ...]) -> list[str]:
     """Turn `"t2v, i2v"` (or a list) into a validated list of modes, in the order given, without repeats."""
     items = modes.split(",") if isinstance(modes, str) else list(modes)
@@ -181,19 +177,17 @@ def parse_modes(modes: str | list[str] | tuple[str, ...]) -> list[str]:
             chosen.extend(m for m in MODES if m not in chosen)
             continue
         if mode not in MODES:
-            raise InvalidSettingError(f"Unknown mode {mode!r}. Allowed modes: {_allowed(MODES)} (or 'all').")
+            raise InvalidSettingError(f"Unknown mode {mode!r}. Allowed modes: {allowed(MODES)} (or 'all').")
         if mode not in chosen:
             chosen.append(mode)
     if not chosen:
-        raise InvalidSettingError(f"No mode selected. Pass a comma-separated list of: {_allowed(MODES)}.")
+        raise InvalidSettingError(f"No mode selected. Pass a comma-separated list of: {allowed(MODES)}.")
     return chosen
 
 
 def check_guardrails(value: str) -> str:
     if value not in GUARDRAIL_CHOICES:
-        raise InvalidSettingError(
-            f"GUARDRAILS={value!r} is not allowed. Allowed values: {_allowed(GUARDRAIL_CHOICES)}."
-        )
+        raise InvalidSettingError(f"GUARDRAILS={value!r} is not allowed. Allowed values: {allowed(GUARDRAIL_CHOICES)}.")
     return value
 
 
@@ -206,16 +200,16 @@ def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]
     except KeyError:
-        raise InvalidSettingError(f"Unknown preset {name!r}. Allowed presets: {_allowed(PRESETS)}.") from None
+        raise InvalidSettingError(f"Unknown preset {name!r}. Allowed presets: {allowed(PRESETS)}.") from None
 
 
 def size_for(tier: str, aspect_ratio: str = "16:9") -> tuple[int, int]:
     """(width, height) of a resolution tier at an aspect ratio."""
     if tier not in SIZES:
-        raise InvalidSettingError(f"Unknown resolution tier {tier!r}. Allowed tiers: {_allowed(TIERS)}.")
+        raise InvalidSettingError(f"Unknown resolution tier {tier!r}. Allowed tiers: {allowed(TIERS)}.")
     if aspect_ratio not in SIZES[tier]:
         raise InvalidSettingError(
-            f"Unknown aspect ratio {aspect_ratio!r}. Allowed aspect ratios: {_allowed(ASPECT_RATIOS)}."
+            f"Unknown aspect ratio {aspect_ratio!r}. Allowed aspect ratios: {allowed(ASPECT_RATIOS)}."
         )
     return SIZES[tier][aspect_ratio]
 
@@ -228,8 +222,8 @@ def check_size(width: int, height: int) -> None:
             lower = value - value % SIZE_MULTIPLE
             raise InvalidSettingError(
                 f"{name}={value} is not a multiple of {SIZE_MULTIPLE}. Use {lower or SIZE_MULTIPLE} or "
-                f"{lower + SIZE_MULTIPLE}, or pick a tier ({_allowed(TIERS)}) and aspect ratio "
-                f"({_allowed(ASPECT_RATIOS)})."
+                f"{lower + SIZE_MULTIPLE}, or pick a tier ({allowed(TIERS)}) and aspect ratio "
+                f"({allowed(ASPECT_RATIOS)})."
             )
 
 
@@ -255,7 +249,7 @@ def check_num_frames(num_frames: int, width: int, height: int) -> None:
 
 def check_fps(fps: int) -> None:
     if fps not in FPS_CHOICES:
-        raise InvalidSettingError(f"fps={fps!r} is not allowed. Allowed frame rates: {_allowed(FPS_CHOICES)}.")
+        raise InvalidSettingError(f"fps={fps!r} is not allowed. Allowed frame rates: {allowed(FPS_CHOICES)}.")
 
 
 def settings_for(mode: str, preset: str = "default", *, model: str = "", **overrides: Any) -> GenerationSettings:
@@ -263,10 +257,10 @@ def settings_for(mode: str, preset: str = "default", *, model: str = "", **overr
     raises `InvalidSettingError` naming the allowed ones). A published checkpoint's `model` brings its own defaults
     and limits (`helpers.models`)."""
     if mode not in MODES:
-        raise InvalidSettingError(f"Unknown mode {mode!r}. Allowed modes: {_allowed(MODES)}.")
+        raise InvalidSettingError(f"Unknown mode {mode!r}. Allowed modes: {allowed(MODES)}.")
     unknown = sorted(set(overrides) - set(_OVERRIDES))
     if unknown:
-        raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {_allowed(_OVERRIDES)}.")
+        raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {allowed(_OVERRIDES)}.")
     p = get_preset(preset)
     given = {k: v for k, v in overrides.items() if v is not None}
     is_image = mode == "t2i"
@@ -350,11 +344,11 @@ def _for_variant(
 ) -> tuple[int, float, float, tuple[int, int]]:
     """A published checkpoint's own defaults (guidance, flow shift, image size, a distilled schedule) and limits."""
     if v.modes is not None and mode not in v.modes:
-        raise InvalidSettingError(f"MODEL={model!r} makes {_allowed(v.modes)} only; drop {mode!r} from MODES.")
+        raise InvalidSettingError(f"MODEL={model!r} makes {allowed(v.modes)} only; drop {mode!r} from MODES.")
     tier = _tier_of((width, height))
     if tier is not None and tier not in v.tiers:
         raise InvalidSettingError(
-            f"MODEL={model!r} makes {_allowed(v.tiers)} videos; {width}x{height} is {tier}: "
+            f"MODEL={model!r} makes {allowed(v.tiers)} videos; {width}x{height} is {tier}: "
             f"set TIER to one of those (or PRESET='draft')."
         )
     if mode == "t2i" and (width, height) == (1024, 1024) and "width" not in given:

@@ -82,10 +82,11 @@ def test_an_error_answer_raises_with_the_servers_message_and_parameter(omni_serv
 
 @pytest.mark.slow
 def test_a_client_that_hangs_up_mid_generation_leaves_the_server_serving(omni_server: LocalServer) -> None:
-    slow = {"prompt": "slow", "size": "256x256", "num_inference_steps": 60, "guidance_scale": 7.0, "seed": 1}
+    # About 8 s on the tiny checkpoint on two cores (256x256 at 60 steps took 0.85 s: too close to the hang-up).
+    slow = {"prompt": "slow", "size": "1024x1024", "num_inference_steps": 200, "guidance_scale": 7.0, "seed": 1}
     headers = {"Authorization": f"Bearer {SERVER_KEY}"}
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{omni_server.base_url}/v1/images/generations", json=slow, headers=headers, timeout=1.0)
+        httpx.post(f"{omni_server.base_url}/v1/images/generations", json=slow, headers=headers, timeout=0.5)
     quick = {**slow, "size": "64x64", "num_inference_steps": 1}
     response = httpx.post(f"{omni_server.base_url}/v1/images/generations", json=quick, headers=headers, timeout=120)
     assert response.status_code == 200 and response.json()["data"][0]["b64_json"]

@@ -4,10 +4,13 @@ fail to start or die, each reported with the exit status, the end of its log, th
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import socket
 import threading
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from helpers.with_vllm_omni.local_server import (
     Endpoint,
     LocalServer,
     ServerExitedError,
+    ServerFailedError,
     ServerStartError,
     free_port,
     server_flags,
@@ -80,50 +84,110 @@ def test_an_error_answer_raises_with_the_servers_message_and_parameter(omni_serv
     assert err.value.status == 400 and err.value.param == "body.size" and "validation error" in err.value.message
 
 
+# A request the tiny checkpoint denoises for about 15 s on two idle cores, one step every quarter second: long enough
+# that a test acting when the first step is logged acts mid-generation. (vLLM-Omni 0.30.0's UniPC scheduler fails
+# on 134 steps or more at the smoke size with `assert self.this_order > 0`, so a longer run is no way to slow it.)
+SLOW = presets.settings_for("t2v", "smoke", width=320, height=192, num_frames=33, num_inference_steps=60)
+STEP_LOGGED = re.compile(rf"\b([1-9]\d*)/{SLOW.num_inference_steps} \[")
+PIPELINE_ERROR = {"extra_params": json.dumps({"negative_metadata_mode": "sideways"})}  # refused inside the pipeline
+
+
+def wait_until_denoising(server: LocalServer, log_from: int, timeout_s: float = 300) -> None:
+    """Until the server's progress bar shows a step of `SLOW` done after `log_from`: the request was accepted and is
+    in the denoising loop. A condition, not a sleep: it holds however busy the machine is."""
+    deadline = time.monotonic() + timeout_s
+    while not STEP_LOGGED.search(server.log_text()[log_from:]):
+        assert server.process.poll() is None, server.log_tail()
+        assert time.monotonic() < deadline, f"no denoising step logged within {timeout_s} s:\n{server.log_tail()}"
+        time.sleep(0.05)
+
+
+def send_in_background(call) -> tuple[threading.Thread, list[BaseException]]:
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            failure.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    return worker, failure
+
+
 @pytest.mark.slow
-def test_a_client_that_hangs_up_mid_generation_leaves_the_server_serving(omni_server: LocalServer) -> None:
-    # About 8 s on the tiny checkpoint on two cores (256x256 at 60 steps took 0.85 s: too close to the hang-up).
-    slow = {"prompt": "slow", "size": "1024x1024", "num_inference_steps": 200, "guidance_scale": 7.0, "seed": 1}
-    headers = {"Authorization": f"Bearer {SERVER_KEY}"}
-    with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{omni_server.base_url}/v1/images/generations", json=slow, headers=headers, timeout=0.5)
-    quick = {**slow, "size": "64x64", "num_inference_steps": 1}
-    response = httpx.post(f"{omni_server.base_url}/v1/images/generations", json=quick, headers=headers, timeout=120)
-    assert response.status_code == 200 and response.json()["data"][0]["b64_json"]
+def test_a_client_that_hangs_up_mid_generation_leaves_the_server_serving(
+    omni_server: LocalServer, tmp_path: Path
+) -> None:
+    body = urllib.parse.urlencode({"model": "tiny", "prompt": "abandoned", **api.video_fields(SLOW)}).encode()
+    head = (
+        f"POST /v1/videos/sync HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {SERVER_KEY}\r\n"
+        f"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    log_from = len(omni_server.log_text())
+    port = int(omni_server.base_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        client.sendall(head + body)
+        wait_until_denoising(omni_server, log_from)
+    # Hung up mid-generation; the next request is served once the server is free again.
+    with api.http_client(omni_server.base_url, api_key=SERVER_KEY, timeout_s=300) as http:
+        (tmp_path / "after.mp4").write_bytes(sync_video(http, "after", SMALL).content)
+    assert media.probe(tmp_path / "after.mp4").num_frames == 5
 
 
 @pytest.mark.slow
 def test_a_server_that_dies_mid_request_fails_the_waiting_call_with_its_exit_status(
     _isolated_cache: Path, tmp_path: Path
 ) -> None:
-    """What a notebook cell waiting on `/v1/videos/sync` meets when the server is killed: an error naming the exit
-    status (not a bare "connection error"), and the run's earlier files untouched."""
+    """What a notebook cell waiting on `/v1/videos/sync` meets when the machine loses the server (its whole process
+    group killed while the request is in the denoising loop): an error naming the exit status and the log (not a
+    bare "connection error"), and the run's earlier files untouched."""
     run = runs.Run.create(tmp_path, backend="vllm_omni", model="tiny")
-    slow = presets.settings_for("t2v", "smoke", num_inference_steps=200)
     with LocalServer.start("tiny", flags=["--no-guardrails"], progress=False) as doomed:
         endpoint = Endpoint(doomed.base_url, None, doomed)
         with api.http_client(doomed.base_url, transport=endpoint.transport()) as http:
             with run.generation(SMALL) as gen:
                 gen.save_bytes(sync_video(http, "before", SMALL).content, ".mp4")
             saved = (run.path / "t2v.mp4").read_bytes()
-            failure: list[BaseException] = []
-
-            def request() -> None:
-                try:
-                    sync_video(http, "during", slow)
-                except BaseException as exc:  # noqa: BLE001 - the assertion below inspects it
-                    failure.append(exc)
-
-            worker = threading.Thread(target=request)
-            worker.start()
-            time.sleep(2.0)  # the request is being generated: 200 steps take far longer
-            doomed.process.send_signal(signal.SIGKILL)
+            log_from = len(doomed.log_text())
+            worker, failure = send_in_background(lambda: sync_video(http, "during", SLOW))
+            wait_until_denoising(doomed, log_from)
+            os.killpg(doomed.process.pid, signal.SIGKILL)
             worker.join(60)
+        log = str(doomed.log_path)
     assert len(failure) == 1 and isinstance(failure[0], ServerExitedError), failure
-    assert f"exited with status {-signal.SIGKILL}" in str(failure[0]) and "Command:" in str(failure[0])
+    message = str(failure[0])
+    assert f"exited with status {-signal.SIGKILL} while this request waited" in message
+    assert f"Last lines of its log ({log})" in message and "Command:" in message
     assert (run.path / "t2v.mp4").read_bytes() == saved
     manifest = json.loads((run.path / runs.MANIFEST_NAME).read_text())
     assert [o["path"] for o in manifest["outputs"]] == ["t2v.mp4"] and media.probe(run.path / "t2v.mp4").num_frames == 5
+
+
+@pytest.mark.slow
+def test_a_server_that_fails_on_a_request_and_then_dies_says_so_each_time(_isolated_cache: Path) -> None:
+    """A server can answer with an error of its own before it goes: the reader sees its message and the end of its
+    log; a request after it died sees the exit status."""
+    with LocalServer.start("tiny", flags=["--no-guardrails"], progress=False) as failing:
+        endpoint = Endpoint(failing.base_url, None, failing)
+        with api.http_client(failing.base_url, transport=endpoint.transport()) as http:
+            with pytest.raises(ServerFailedError) as answered:
+                http.post(
+                    "/v1/videos/sync",
+                    data={"model": "tiny", "prompt": "x", **api.video_fields(SMALL), **PIPELINE_ERROR},
+                )
+            with pytest.raises(OmniAPIError) as refused:  # a bad request is the request's fault: no log to read
+                http.post("/v1/videos/sync", data={"model": "tiny", "prompt": "x", "size": "big"})
+            os.killpg(failing.process.pid, signal.SIGKILL)
+            with pytest.raises(ServerExitedError) as gone:
+                sync_video(http, "after", SMALL)
+        log = str(failing.log_path)
+    message = str(answered.value)
+    assert answered.value.status == 500 and "negative_metadata_mode must be" in message
+    assert f"Last lines of its log ({log})" in message and "negative_metadata_mode" in message.split(log, 1)[1]
+    assert type(refused.value) is OmniAPIError and "Last lines" not in str(refused.value)
+    assert f"exited with status {-signal.SIGKILL}" in str(gone.value) and log in str(gone.value)
 
 
 def test_a_port_in_use_fails_at_once_naming_the_port_and_the_fix(

@@ -60,8 +60,14 @@ def error_from_body(status: int, body: Any) -> OmniAPIError:
     return OmniAPIError(status, text or f"HTTP {status} with an empty body", None, body)
 
 
+# Where a transport that knows the server process (`local_server.Endpoint.transport()`) leaves a callable that turns
+# the server's error answer into one naming what happened to the server and where its log is.
+EXPLAIN_ERROR = "cosmos3_explain_error"
+
+
 def raise_for_error(response: httpx.Response) -> None:
-    """An httpx response hook: an error status raises `OmniAPIError` carrying the server's message."""
+    """An httpx response hook: an error status raises `OmniAPIError` carrying the server's message (and, from a
+    server this notebook started, the end of its log)."""
     if response.status_code < 400:
         return
     response.read()
@@ -69,7 +75,9 @@ def raise_for_error(response: httpx.Response) -> None:
         body: Any = response.json()
     except ValueError:
         body = response.text
-    raise error_from_body(response.status_code, body)
+    error = error_from_body(response.status_code, body)
+    explain = response.extensions.get(EXPLAIN_ERROR)
+    raise explain(error) if explain else error
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:

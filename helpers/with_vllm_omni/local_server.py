@@ -26,7 +26,7 @@ from helpers import random_checkpoints
 from helpers.errors import CookbookError, InvalidSettingError
 from helpers.presets import check_guardrails
 from helpers.with_vllm_omni import serve
-from helpers.with_vllm_omni.api import wait_for_server
+from helpers.with_vllm_omni.api import EXPLAIN_ERROR, OmniAPIError, wait_for_server
 from helpers.with_vllm_omni.launch import speed_flags
 
 BASE_URL_ENV = "OMNI_BASE_URL"
@@ -63,6 +63,17 @@ class ServerStartError(CookbookError):
 
 class ServerExitedError(CookbookError):
     """The local server exited while a request was waiting for it."""
+
+
+class ServerFailedError(OmniAPIError):
+    """The local server answered a request with an error of its own (5xx); the message adds the end of its log."""
+
+    def __init__(self, answer: OmniAPIError, diagnosis: str):
+        super().__init__(answer.status, answer.message, answer.param, answer.body)
+        self.diagnosis = diagnosis
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\nThe local vLLM-Omni server failed on this request.\n{self.diagnosis}"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -191,6 +202,19 @@ class LocalServer:
             f"waited for it.\n{self.diagnosis()}"
         )
 
+    def explain(self, answer: OmniAPIError) -> OmniAPIError:
+        """What the reader is told of an error answer: a 4xx is about the request and stays as the server wrote it;
+        a 5xx is the server's own failure, so it gets the end of the log, and if the server died right after
+        answering, its exit status."""
+        if answer.status is None or answer.status < 500 or self.stopping:
+            return answer
+        if self.process.poll() is not None:
+            return ServerExitedError(
+                f"The local vLLM-Omni server answered {answer} and exited with status {self.process.returncode}.\n"
+                + self.diagnosis()
+            )
+        return ServerFailedError(answer, self.diagnosis())
+
     def stop(self, timeout_s: float = 20.0, keep_log: bool = False) -> int | None:
         """Ask the server to exit (SIGTERM to its process group), kill it if it does not, and remove the folder
         this launcher made (all but the log with `keep_log`)."""
@@ -228,12 +252,14 @@ class _Watched(httpx.HTTPTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         try:
-            return super().handle_request(request)
+            response = super().handle_request(request)
         except httpx.TimeoutException:
             raise  # the server is slow, not gone
         except httpx.TransportError:
             self._server.raise_if_exited()
             raise
+        response.extensions = {**response.extensions, EXPLAIN_ERROR: self._server.explain}
+        return response
 
 
 class _AsyncWatched(httpx.AsyncHTTPTransport):
@@ -243,12 +269,14 @@ class _AsyncWatched(httpx.AsyncHTTPTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
-            return await super().handle_async_request(request)
+            response = await super().handle_async_request(request)
         except httpx.TimeoutException:
             raise  # the server is slow, not gone
         except httpx.TransportError:
             self._server.raise_if_exited()
             raise
+        response.extensions = {**response.extensions, EXPLAIN_ERROR: self._server.explain}
+        return response
 
 
 @dataclass

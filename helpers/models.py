@@ -16,7 +16,7 @@ from helpers.errors import InvalidSettingError
 @dataclass(frozen=True)
 class Variant:
     """One checkpoint. `modes` None: every mode. `layouts` maps a GPU count to the `vllm serve` parallel degrees its
-    recipes use (names as `helpers.with_vllm_omni.launch.ServeOptions` fields)."""
+    recipes use (names as `local_server.recipes.ServeOptions` fields)."""
 
     model_id: str
     size: str

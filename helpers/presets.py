@@ -2,7 +2,7 @@
 
 One `GenerationSettings` object feeds both backends: the `pipe(...)` call of the Diffusers notebook and the form
 fields of the vLLM-Omni request. Sizes and steps come from a preset and its overrides, never from edited code. How
-fast a size runs is a separate choice (`SPEED`, `helpers.with_diffusers.speed`).
+fast a size runs is a separate choice (`SPEED`, `tuning.speed`).
 """
 
 from __future__ import annotations

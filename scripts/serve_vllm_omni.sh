@@ -3,8 +3,8 @@
 #   bash scripts/serve_vllm_omni.sh MODEL [vllm serve flags...]
 # e.g. `bash scripts/serve_vllm_omni.sh tiny --port 8000 --no-guardrails`. MODEL is what the notebooks take (tiny,
 # nano-random, a checkpoint folder, a Hugging Face id). The server gets an environment of its own on first use
-# (helpers/with_vllm_omni/serve.py says what goes in it); the flags go to `vllm serve ... --omni` unchanged.
+# (local_server/serve.py says what goes in it); the flags go to `vllm serve ... --omni` unchanged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >&2
-exec .venv/bin/python -m helpers.with_vllm_omni.serve "$@"
+exec .venv/bin/python -m local_server.serve "$@"

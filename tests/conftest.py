@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from helpers.with_vllm_omni.local_server import LocalServer
+from local_server.server import LocalServer
 
 # The session server asks for a key, as a shared server should; every test that talks to it sends this one.
 SERVER_KEY = "cookbook-test-key"
@@ -28,10 +28,36 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_pipe(_isolated_cache: Path):
     """The tiny checkpoint loaded through `from_pretrained`, on the CPU in float32."""
-    from helpers.with_diffusers.pipelines import load_pipeline
+    from tuning.pipelines import load_pipeline
 
     pipe, info = load_pipeline("tiny", device="cpu")
     return pipe, info
+
+
+def notebook_call(pipe):
+    """A call shaped as the Diffusers notebook's `generate(s, prompt=..., **inputs)`, whose keywords go to `pipe(...)`,
+    for the form's backend."""
+    from helpers import prompts
+    from tuning import pipelines
+
+    def generate(
+        s, prompt=None, callback_on_step_end=None, condition_frame_indexes_vision=None, enable_sound=False, **inputs
+    ):
+        assert enable_sound == s.enable_sound, "the form asks for sound exactly when the mode has it"
+        text = prompt or prompts.prompt_text(s)
+        negative = prompts.negative_prompt(s.mode)
+        frames = condition_frame_indexes_vision
+        return pipelines.generate(
+            pipe,
+            text,
+            s,
+            negative_prompt=negative,
+            on_step_end=callback_on_step_end,
+            condition_frame_indexes=frames,
+            **inputs,
+        )
+
+    return generate
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.with_diffusers.pipelines import apply, load_pipeline
-from helpers.with_diffusers.several_gpus import layout, runner
-from helpers.with_diffusers.several_gpus.request import Request
+from tuning.pipelines import apply, load_pipeline
+from tuning.several_gpus import layout, runner
+from tuning.several_gpus.request import Request
 
 MODES = "t2v,t2v_sound"
 STEPS = 3

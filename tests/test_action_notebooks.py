@@ -134,7 +134,7 @@ def test_bad_parameters_stop_the_notebook_before_loading_or_starting_a_server(
 def test_a_checkpoint_without_action_heads_is_refused_at_load_naming_the_field(tmp_path: Path) -> None:
     import papermill
 
-    from helpers.random_checkpoints import ensure_tiny_checkpoint
+    from offline_checkpoints import ensure_tiny_checkpoint
 
     folder = tmp_path / "no-action-heads"
     shutil.copytree(ensure_tiny_checkpoint(), folder)
@@ -159,7 +159,7 @@ def test_nbmake_runs_a_parameterized_copy(name: str, tmp_path: Path, _isolated_c
 def test_the_benchmarks_call_is_the_notebooks_call(diffusers_run: Path, tiny_pipe, tmp_path: Path) -> None:
     # tools/benchmarks/action_tasks.py times `pipelines.act`; it must make what the notebook's `act` makes.
     from helpers import assets, embodiments
-    from helpers.with_diffusers import pipelines
+    from tuning import pipelines
 
     folder = assets.assets_dir("action")
     s = embodiments.settings_for("forward_dynamics", "droid_lerobot", "smoke")

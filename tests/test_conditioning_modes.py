@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import media, presets, prompts
-from helpers.form import backends
-from helpers.with_diffusers import calls, pipelines
+from generation_form import backends
+from helpers import diffusers_pipe, media, presets, prompts
+from tuning import pipelines
 
 
 def _final_latents(pipe, settings, video) -> torch.Tensor:
@@ -87,7 +87,7 @@ def test_the_estimate_at_the_last_step_decodes_to_the_output(tiny_pipe) -> None:
         return tensors
 
     output = pipelines.generate(pipe, "a ball", s, on_step_end=keep)
-    previews = [calls.decode_latents(pipe, x0) for x0 in estimates]
+    previews = [diffusers_pipe.decode_latents(pipe, x0) for x0 in estimates]
     assert len(previews) == 3 and all(p.shape == (17, 96, 160, 3) for p in previews)
     np.testing.assert_allclose(previews[-1], output.video, rtol=0, atol=1e-6)
     assert np.abs(previews[0] - output.video).max() > 0.01  # the first estimate is still far from it

@@ -14,7 +14,7 @@ from PIL import Image
 
 from helpers import controls
 from helpers.errors import InvalidSettingError, MediaError
-from helpers.with_vllm_omni import serve
+from local_server import serve
 
 
 def _frames(count: int, size: tuple[int, int] = (320, 192)) -> list[Image.Image]:

@@ -16,8 +16,8 @@ from diffusers.models.attention_dispatch import (
 )
 
 from helpers import presets
-from helpers.with_diffusers import flash_attention, pipelines, speed
-from helpers.with_diffusers.pipelines import load_pipeline
+from tuning import flash_attention, pipelines, speed
+from tuning.pipelines import load_pipeline
 
 
 def test_cpu_is_refused_with_a_reason():

@@ -11,14 +11,14 @@ import numpy as np
 import openai
 import pytest
 
+from generation_form import backends, compare
+from generation_form.widget import GenerationForm
 from helpers import media, presets
 from helpers.errors import InvalidSettingError, MediaError
-from helpers.form import backends, compare
-from helpers.form.widget import GenerationForm
 from helpers.runs import Run
-from helpers.with_diffusers.pipelines import load_pipeline
-from helpers.with_vllm_omni.local_server import LocalServer
-from tests.conftest import SERVER_KEY
+from local_server.server import LocalServer
+from tests.conftest import SERVER_KEY, notebook_call
+from tuning.pipelines import load_pipeline
 
 NOW = datetime(2026, 1, 1)
 
@@ -27,7 +27,7 @@ NOW = datetime(2026, 1, 1)
 def diffusers_form(tiny_pipe, tmp_path: Path) -> GenerationForm:
     pipe, _ = tiny_pipe
     run = Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
-    return GenerationForm(backends.DiffusersBackend(pipe), run, preset="smoke", seed=3)
+    return GenerationForm(backends.DiffusersBackend(notebook_call(pipe)), run, preset="smoke", seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_the_form_drives_a_vllm_omni_server_the_same_way(omni_client, tmp_path, 
     # the two backends differ by less than half of what another seed changes there. Measured: a fifth to a quarter.
     pipe, _ = tiny_pipe
     local = GenerationForm(
-        backends.DiffusersBackend(pipe),
+        backends.DiffusersBackend(notebook_call(pipe)),
         Run.create(tmp_path / "d", backend="diffusers", model="tiny", sample_rate=48000),
         preset="smoke",
         seed=3,
@@ -179,7 +179,7 @@ def test_server_errors_reach_the_form(omni_client, tmp_path):
 def test_comparison_keeps_prompt_and_seed_and_shows_each_variant(tiny_pipe, tmp_path):
     pipe, _ = tiny_pipe
     run = Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
-    backend = backends.DiffusersBackend(pipe)
+    backend = backends.DiffusersBackend(notebook_call(pipe))
     variants = [
         compare.Variant("2 steps", backend, presets.settings_for("t2v", "smoke", num_frames=5, seed=1)),
         compare.Variant(
@@ -221,7 +221,7 @@ def test_closing_the_form_closes_its_widgets_and_lets_go_of_the_pipeline(tmp_pat
     pipe, _ = load_pipeline("tiny", device="cpu")
     pipe_ref = weakref.ref(pipe)
     run = Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
-    form = GenerationForm(backends.DiffusersBackend(pipe), run, preset="smoke")
+    form = GenerationForm(backends.DiffusersBackend(notebook_call(pipe)), run, preset="smoke")
     widgets = [form.widget, form.generate_button, form.seed]
     del pipe
     form.close()

@@ -157,7 +157,7 @@ def test_action_and_transfer_notebooks_on_cuda(
 def test_flash_attention_kernel_matches_pytorch_attention() -> None:
     from diffusers.models.attention_dispatch import AttentionBackendName, dispatch_attention_fn
 
-    from helpers.with_diffusers import flash_attention
+    from tuning import flash_attention
 
     _require_cuda()
     if torch.cuda.get_device_capability()[0] not in flash_attention.ARCHS:
@@ -184,7 +184,7 @@ def test_cuda_graphs_give_the_image_that_launching_each_kernel_gives(monkeypatch
     import numpy as np
 
     from helpers import prompts
-    from helpers.with_diffusers import pipelines
+    from tuning import pipelines
 
     _require_cuda()
     pipe = pipelines.load_pipeline("tiny", device="cuda")[0]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import random_checkpoints
+import offline_checkpoints
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
-from helpers.with_diffusers import loading
+from offline_checkpoints import loading
 
 
 def test_unreachable_hub_id_says_how_to_download_and_authenticate(monkeypatch):
@@ -73,7 +73,7 @@ def _cached_snapshot(hf_home: Path, repo_id: str, folder: Path) -> Path:
 def test_a_hub_id_resolves_through_the_hugging_face_cache(monkeypatch, tmp_path):
     import huggingface_hub.constants
 
-    snapshot = _cached_snapshot(tmp_path, "acme/cosmos3-test", random_checkpoints.ensure_tiny_checkpoint())
+    snapshot = _cached_snapshot(tmp_path, "acme/cosmos3-test", offline_checkpoints.ensure_tiny_checkpoint())
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     checkpoint = loading.resolve("acme/cosmos3-test", guardrails="off", device="cpu")
@@ -195,7 +195,7 @@ def test_a_distilled_folder_is_refused_by_what_its_files_name(tmp_path):
     and as a local folder: `Cosmos3OmniPipeline` would load it without complaint and make wrong pictures."""
     with pytest.raises(InvalidSettingError, match="distilled.*Cosmos3DistilledModularPipeline"):
         loading.resolve("tiny-distilled", device="cpu")
-    folder = shutil.copytree(random_checkpoints.ensure_tiny_checkpoint(variant="tiny-distilled"), tmp_path / "super")
+    folder = shutil.copytree(offline_checkpoints.ensure_tiny_checkpoint(variant="tiny-distilled"), tmp_path / "super")
     with pytest.raises(InvalidSettingError, match="its folder names Cosmos3DistilledModularPipeline"):
         loading.resolve(str(folder), guardrails="off", device="cpu")
     (folder / "modular_model_index.json").unlink()  # a download without the modular index: the scheduler tells

@@ -96,7 +96,7 @@ def test_encoding_is_byte_for_byte_reproducible_after_pipeline_work(tiny_pipe, t
     encoded right after other media work; so: several sizes, interleaved with decoding and generation.
     """
     from helpers import presets
-    from helpers.with_diffusers import pipelines
+    from tuning import pipelines
 
     pipe, _ = tiny_pipe
     for width, height in [(160, 96), (192, 96), (64, 64)]:

@@ -21,8 +21,8 @@ import pytest
 from PIL import Image
 
 from helpers import media, prompts
-from helpers.with_vllm_omni.api import MULTIPART
-from helpers.with_vllm_omni.local_server import LocalServer
+from local_server.omni_http import MULTIPART
+from local_server.server import LocalServer
 from tests.conftest import SERVER_KEY
 
 # Every test here talks to the session's real vLLM-Omni server.

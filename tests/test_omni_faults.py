@@ -19,9 +19,9 @@ import pytest
 
 from helpers import media, presets, runs
 from helpers.errors import CookbookError
-from helpers.with_vllm_omni import api, serve
-from helpers.with_vllm_omni.api import OmniAPIError, ServerUnavailableError
-from helpers.with_vllm_omni.local_server import (
+from local_server import omni_http, serve
+from local_server.omni_http import OmniAPIError, ServerUnavailableError
+from local_server.server import (
     Endpoint,
     LocalServer,
     ServerExitedError,
@@ -38,7 +38,7 @@ SMALL = presets.settings_for(
 
 
 def sync_video(http: httpx.Client, prompt: str, settings: presets.GenerationSettings) -> httpx.Response:
-    return http.post("/v1/videos/sync", data={"model": "tiny", "prompt": prompt, **api.video_fields(settings)})
+    return http.post("/v1/videos/sync", data={"model": "tiny", "prompt": prompt, **omni_http.video_fields(settings)})
 
 
 @pytest.mark.slow
@@ -48,13 +48,13 @@ def test_api_key_guards_v1_but_not_health(omni_server: LocalServer) -> None:
         response = httpx.get(f"{omni_server.base_url}/v1/models", headers=headers)
         assert response.status_code == 401, response.text
     with pytest.raises(OmniAPIError, match="requires an API key"):
-        api.wait_for_server(omni_server.base_url, deadline_s=5)
-    assert api.wait_for_server(omni_server.base_url, deadline_s=5, api_key=SERVER_KEY) == ["tiny"]
+        omni_http.wait_for_server(omni_server.base_url, deadline_s=5)
+    assert omni_http.wait_for_server(omni_server.base_url, deadline_s=5, api_key=SERVER_KEY) == ["tiny"]
 
 
 @pytest.mark.slow
 def test_eight_concurrent_requests_all_complete_with_valid_media(omni_server: LocalServer, tmp_path: Path) -> None:
-    with api.http_client(omni_server.base_url, api_key=SERVER_KEY) as http, ThreadPoolExecutor(8) as pool:
+    with omni_http.http_client(omni_server.base_url, api_key=SERVER_KEY) as http, ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(lambda i: sync_video(http, f"ball {i}", SMALL), range(8)))
     for index, answer in enumerate(answers):
         path = tmp_path / f"{index}.mp4"
@@ -65,7 +65,7 @@ def test_eight_concurrent_requests_all_complete_with_valid_media(omni_server: Lo
 
 @pytest.mark.slow
 def test_same_seed_gives_the_same_video_twice(omni_server: LocalServer) -> None:
-    with api.http_client(omni_server.base_url, api_key=SERVER_KEY) as http:
+    with omni_http.http_client(omni_server.base_url, api_key=SERVER_KEY) as http:
         first, second = (sync_video(http, "same", SMALL).content for _ in range(2))
     assert first == second
 
@@ -73,13 +73,13 @@ def test_same_seed_gives_the_same_video_twice(omni_server: LocalServer) -> None:
 def test_waiting_for_a_server_that_is_not_there_says_how_to_start_one() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ServerUnavailableError) as err:
-        api.wait_for_server(url, deadline_s=0.5, poll_s=0.1)
+        omni_http.wait_for_server(url, deadline_s=0.5, poll_s=0.1)
     assert "bash scripts/serve_vllm_omni.sh MODEL --port 8000" in str(err.value) and "BASE_URL='auto'" in str(err.value)
 
 
 @pytest.mark.slow
 def test_an_error_answer_raises_with_the_servers_message_and_parameter(omni_server: LocalServer) -> None:
-    with api.http_client(omni_server.base_url, api_key=SERVER_KEY) as http, pytest.raises(OmniAPIError) as err:
+    with omni_http.http_client(omni_server.base_url, api_key=SERVER_KEY) as http, pytest.raises(OmniAPIError) as err:
         http.post("/v1/videos/sync", data={"model": "tiny", "prompt": "x", "size": "big"})
     assert err.value.status == 400 and err.value.param == "body.size" and "validation error" in err.value.message
 
@@ -120,7 +120,7 @@ def send_in_background(call) -> tuple[threading.Thread, list[BaseException]]:
 def test_a_client_that_hangs_up_mid_generation_leaves_the_server_serving(
     omni_server: LocalServer, tmp_path: Path
 ) -> None:
-    body = urllib.parse.urlencode({"model": "tiny", "prompt": "abandoned", **api.video_fields(SLOW)}).encode()
+    body = urllib.parse.urlencode({"model": "tiny", "prompt": "abandoned", **omni_http.video_fields(SLOW)}).encode()
     head = (
         f"POST /v1/videos/sync HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {SERVER_KEY}\r\n"
         f"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -131,7 +131,7 @@ def test_a_client_that_hangs_up_mid_generation_leaves_the_server_serving(
         client.sendall(head + body)
         wait_until_denoising(omni_server, log_from)
     # Hung up mid-generation; the next request is served once the server is free again.
-    with api.http_client(omni_server.base_url, api_key=SERVER_KEY, timeout_s=300) as http:
+    with omni_http.http_client(omni_server.base_url, api_key=SERVER_KEY, timeout_s=300) as http:
         (tmp_path / "after.mp4").write_bytes(sync_video(http, "after", SMALL).content)
     assert media.probe(tmp_path / "after.mp4").num_frames == 5
 
@@ -146,7 +146,7 @@ def test_a_server_that_dies_mid_request_fails_the_waiting_call_with_its_exit_sta
     run = runs.Run.create(tmp_path, backend="vllm_omni", model="tiny")
     with LocalServer.start("tiny", flags=["--no-guardrails"], progress=False) as doomed:
         endpoint = Endpoint(doomed.base_url, None, doomed)
-        with api.http_client(doomed.base_url, transport=endpoint.transport()) as http:
+        with omni_http.http_client(doomed.base_url, transport=endpoint.transport()) as http:
             with run.generation(SMALL) as gen:
                 gen.save_bytes(sync_video(http, "before", SMALL).content, ".mp4")
             saved = (run.path / "t2v.mp4").read_bytes()
@@ -171,11 +171,11 @@ def test_a_server_that_fails_on_a_request_and_then_dies_says_so_each_time(_isola
     log; a request after it died sees the exit status."""
     with LocalServer.start("tiny", flags=["--no-guardrails"], progress=False) as failing:
         endpoint = Endpoint(failing.base_url, None, failing)
-        with api.http_client(failing.base_url, transport=endpoint.transport()) as http:
+        with omni_http.http_client(failing.base_url, transport=endpoint.transport()) as http:
             with pytest.raises(ServerFailedError) as answered:
                 http.post(
                     "/v1/videos/sync",
-                    data={"model": "tiny", "prompt": "x", **api.video_fields(SMALL), **PIPELINE_ERROR},
+                    data={"model": "tiny", "prompt": "x", **omni_http.video_fields(SMALL), **PIPELINE_ERROR},
                 )
             with pytest.raises(OmniAPIError) as refused:  # a bad request is the request's fault: no log to read
                 http.post("/v1/videos/sync", data={"model": "tiny", "prompt": "x", "size": "big"})

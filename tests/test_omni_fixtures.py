@@ -8,8 +8,8 @@ import openai
 import pytest
 from cookbook_tools import contract
 
-from helpers.with_vllm_omni import api
-from helpers.with_vllm_omni.local_server import LocalServer
+from local_server import omni_http
+from local_server.server import LocalServer
 from tests.conftest import SERVER_KEY
 
 QUICK = [case for case in contract.CASES if case.quick]
@@ -39,8 +39,8 @@ ERRORS = [c for c in contract.CASES if contract.recorded(c)["status"] >= 400]
 @pytest.mark.parametrize("case", ERRORS, ids=[c.name for c in ERRORS])
 def test_the_client_turns_every_recorded_error_into_the_servers_own_message(case: contract.Case) -> None:
     body = contract.recorded(case)["body"]
-    with pytest.raises(api.OmniAPIError) as err:
-        api.raise_for_error(_response(case))
+    with pytest.raises(omni_http.OmniAPIError) as err:
+        omni_http.raise_for_error(_response(case))
     assert err.value.status == contract.recorded(case)["status"]
     inner = body.get("error", body.get("detail"))
     if isinstance(inner, dict):  # vLLM's envelope, or a failed job's own error

@@ -4,7 +4,7 @@ import pytest
 
 from helpers import models
 from helpers.errors import InvalidSettingError
-from helpers.with_vllm_omni import launch as omni_launch
+from local_server import recipes as omni_launch
 
 
 def test_nano_docker_command_runs_vllm_serve_omni_in_the_cosmos3_image() -> None:
@@ -54,7 +54,7 @@ def test_what_a_variant_cannot_do_is_refused_with_the_reason() -> None:
 
 @pytest.mark.parametrize(("speed", "flags"), sorted(omni_launch.SPEED_FLAGS.items()))
 def test_each_speed_choice_has_its_server_flags(speed: str, flags: tuple[str, ...]) -> None:
-    from helpers.with_diffusers.speed import SPEEDS
+    from tuning.speed import SPEEDS
 
     assert set(omni_launch.SPEED_FLAGS) == set(SPEEDS)  # the same names on both routes
     args = omni_launch.serve_args(omni_launch.recommended("nano", gpus=1, speed=speed))

@@ -11,9 +11,10 @@ from pathlib import Path
 import helpers
 
 REPO = Path(__file__).resolve().parent.parent
-# Every importable module of the project's packages; `helpers.with_diffusers.several_gpus.__main__` runs a rank of a
-# parallel run, by design.
-PACKAGES = ("helpers", "cookbook_tools")
+# Every importable module of the project's packages; `tuning.several_gpus.__main__` runs a rank of a parallel run, by
+# design. `helpers` is what the lessons import; the others are infrastructure, named for what they do.
+PACKAGES = ("helpers", "offline_checkpoints", "local_server", "tuning", "generation_form", "cookbook_tools")
+INFRASTRUCTURE = ("offline_checkpoints", "local_server", "tuning", "generation_form")
 
 
 def test_import_helpers_resolves_to_this_repository():
@@ -88,41 +89,66 @@ def test_helpers_holds_what_the_notebooks_import_and_no_formatting_golf():
     assert not golf, f"let the formatter lay these out: {golf}"
 
 
-# The layers of `helpers/`, lowest first. A module may import its own layer and the ones below, never one above;
-# the two backends never import each other; nothing in `helpers/` imports the tools beside it (`cookbook_tools`).
+# The layers of `helpers/`, lowest first. A module may import its own layer and the ones below, never one above.
 LAYERS = [
     {"helpers.errors"},
-    {"helpers.assets", "helpers.conditioning", "helpers.media", "helpers.models", "helpers.random_checkpoints"},
+    {
+        "helpers.assets",
+        "helpers.conditioning",
+        "helpers.media",
+        "helpers.models",
+        "helpers.speeds",
+        "helpers.schedules",
+    },
     {"helpers.actions", "helpers.controls", "helpers.embodiments", "helpers.trajectories"},
     {"helpers.presets", "helpers.environment", "helpers.display"},
-    {"helpers.prompts", "helpers.runs"},
-    {"helpers.with_diffusers", "helpers.with_vllm_omni"},
-    {"helpers.form"},
+    {"helpers.prompts", "helpers.runs", "helpers.diffusers_pipe"},
 ]
 
 
-def _layer(module: str) -> tuple[int, str]:
+def _layer(module: str) -> int:
     for level, members in enumerate(LAYERS):
-        for member in members:
-            if module == member or module.startswith(member + "."):
-                return level, member
+        if module in members:
+            return level
     raise AssertionError(f"{module} is in no layer of tests/test_package.py's LAYERS: add it where it belongs")
 
 
-def test_helpers_imports_only_downwards_and_never_the_tools_beside_it():
+def _modules(package: str) -> dict[str, set[str]]:
+    """Each module of a package and what it imports."""
+    return {
+        ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): _imported_modules(
+            path.read_text()
+        )
+        for path in (REPO / package).rglob("*.py")
+    }
+
+
+def test_helpers_imports_only_downwards_and_never_the_infrastructure_or_tools_beside_it():
     wrong = []
-    for path in (REPO / "helpers").rglob("*.py"):
-        module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+    for module, imports in _modules("helpers").items():
         if module == "helpers":
             continue
-        level, group = _layer(module)
-        for imported in _imported_modules(path.read_text()):
-            if imported.startswith("cookbook_tools"):
-                wrong.append(f"{module} imports {imported}, a tool")
-            if not imported.startswith("helpers."):
-                continue
-            other_level, other_group = _layer(imported)
-            backends_crossed = other_level == level and other_group != group and group.startswith("helpers.with_")
-            if other_level > level or backends_crossed:
-                wrong.append(f"{module} (layer {level}) imports {imported} (layer {other_level})")
+        for imported in imports:
+            if imported.split(".")[0] in (*INFRASTRUCTURE, "cookbook_tools"):
+                wrong.append(f"{module} imports {imported}, which is not part of the lesson package")
+            elif imported.startswith("helpers.") and _layer(".".join(imported.split(".")[:2])) > _layer(module):
+                wrong.append(f"{module} (layer {_layer(module)}) imports {imported}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_tuning_notebook_and_tuning_itself_import_tuning():
+    """The cookbook's own speed patches and the several-GPU runner stay out of the main notebooks and of every
+    package they import."""
+    wrong = [
+        f"{module} imports {imported}"
+        for package in ("helpers", "offline_checkpoints", "local_server", "generation_form")
+        for module, imports in _modules(package).items()
+        for imported in imports
+        if imported.split(".")[0] == "tuning"
+    ]
+    for notebook in (REPO / "cookbooks").rglob("run_with_*.ipynb"):
+        cells = json.loads(notebook.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        lines = [re.sub(r"^(\s*)[%!].*", r"\1pass", line) for line in code.splitlines()]
+        wrong += [f"{notebook.name} imports {m}" for m in _imported_modules("\n".join(lines)) if m.startswith("tuning")]
     assert not wrong, "\n".join(wrong)

@@ -1,4 +1,4 @@
-"""The Diffusers route on several processes (`helpers.with_diffusers.several_gpus`), on the CPU over gloo with the
+"""The Diffusers route on several processes (`tuning.several_gpus`), on the CPU over gloo with the
 tiny checkpoint.
 
 The parallel runs are real: torchrun starts the processes, each loads the tiny checkpoint with `from_pretrained`, and
@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import media, presets, prompts, runs
+from helpers import diffusers_pipe, media, presets, prompts, runs
 from helpers.errors import InvalidSettingError
-from helpers.with_diffusers import calls, pipelines, speed
-from helpers.with_diffusers.several_gpus import launch, layout
-from helpers.with_diffusers.several_gpus.request import Request
-from helpers.with_diffusers.several_gpus.split_decode import row_split
+from tuning import pipelines, speed
+from tuning.several_gpus import launch, layout
+from tuning.several_gpus.request import Request
+from tuning.several_gpus.split_decode import row_split
 
 REPO = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).with_name("parallel_worker.py")
@@ -69,7 +69,7 @@ def test_the_torchrun_command_is_an_argument_list_the_runner_reads_back():
     request = Request(model="nano-random", gpus=4, preset="quality", speed="fast", tiers="720p")
     command = launch.torchrun_command(request)
     assert command[: command.index("-m")] == [*launch.torchrun(), "--standalone", "--nproc-per-node", "4"]
-    flags = command[command.index("helpers.with_diffusers.several_gpus") + 1 :]
+    flags = command[command.index("tuning.several_gpus") + 1 :]
     assert flags == [
         "--model",
         "nano-random",
@@ -174,7 +174,7 @@ def _notebook_run(pipe, checkpoint, output_dir: Path) -> tuple[runs.Run, dict[st
     """The Diffusers notebook's cells for these modes at the smoke preset, SPEED="none", and the 8-bit frames each
     video file was encoded from."""
     run = runs.Run.create(output_dir, backend="diffusers", model="tiny")
-    run.sample_rate = calls.sample_rate(pipe)
+    run.sample_rate = diffusers_pipe.sample_rate(pipe)
     run.note(**checkpoint.info(), speed="none", switches=list(speed.switches("none")))
     frames = {}
     for mode, s in presets.settings_for_modes(",".join(MODES), "smoke", seed=0).items():

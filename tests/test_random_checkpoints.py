@@ -18,10 +18,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from helpers import presets, prompts
-from helpers import random_checkpoints as tiny_checkpoint
+import offline_checkpoints as tiny_checkpoint
+from helpers import diffusers_pipe, presets, prompts
 from helpers.errors import SoundNotSupportedError
-from helpers.with_diffusers import calls, pipelines
+from tuning import pipelines
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -205,7 +205,7 @@ def test_the_transfer_notebooks_scheduler_denoises_at_vllm_omnis_levels(tiny_pip
     transfer notebook sets answers with vLLM-Omni's levels, and explicit sigmas still win."""
     from diffusers import UniPCMultistepScheduler
 
-    from helpers.with_diffusers.schedules import NativeFlowUniPCMultistepScheduler
+    from helpers.schedules import NativeFlowUniPCMultistepScheduler
 
     config = tiny_pipe[0].scheduler.config
     scheduler = NativeFlowUniPCMultistepScheduler.from_config(config, use_karras_sigmas=False, flow_shift=shift)
@@ -248,7 +248,7 @@ def test_loaded_tiny_pipeline_reports_cpu_float32_no_guardrails_and_sound(tiny_p
     pipe, checkpoint = tiny_pipe
     info = checkpoint.info()
     assert (info["source"], info["device"], info["dtype"], info["guardrails"]) == ("tiny", "cpu", "float32", False)
-    assert calls.has_sound(pipe) and calls.sample_rate(pipe) == 48000
+    assert diffusers_pipe.has_sound(pipe) and diffusers_pipe.sample_rate(pipe) == 48000
 
 
 @pytest.mark.parametrize("mode", ["t2i", "t2v", "t2v_sound"])
@@ -324,7 +324,7 @@ def test_qwen_tokenizer_is_exact_and_offline(qwen):
 
 
 def test_qwen_vocabulary_is_the_licensed_file_it_names():
-    packaged = files("helpers.random_checkpoints")
+    packaged = files("offline_checkpoints")
     text = lzma.decompress((packaged / tiny_checkpoint.QWEN_VOCAB_FILE).read_bytes())
     assert hashlib.sha256(text).hexdigest() == QWEN_VOCAB_SHA256
     ranks = tiny_checkpoint.qwen_bpe_ranks()
@@ -347,7 +347,7 @@ def test_the_wheel_carries_the_vocabulary_and_its_licence(tmp_path):
     (wheel,) = (tmp_path / "wheel").glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in ("published.json", tiny_checkpoint.QWEN_VOCAB_FILE, "VOCAB_LICENSE"):
-        assert f"helpers/random_checkpoints/{name}" in names
+        assert f"offline_checkpoints/{name}" in names
 
 
 def test_sound_on_a_checkpoint_without_sound_fails_before_generating(tmp_path):

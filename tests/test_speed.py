@@ -10,10 +10,10 @@ import os
 import numpy as np
 import pytest
 
-from helpers import presets, prompts
+from helpers import presets, prompts, speeds
 from helpers.errors import InvalidSettingError
-from helpers.with_diffusers import pipelines, speed
-from helpers.with_diffusers.pipelines import load_pipeline
+from tuning import pipelines, speed
+from tuning.pipelines import load_pipeline
 
 
 def _fresh_pipe():
@@ -268,15 +268,15 @@ def test_fast_compiles_only_the_cached_generation_half_once_per_prompt_length():
 
 
 def test_memory_speeds_choose_the_allocator_before_cuda_starts_and_keep_a_users_own(monkeypatch):
-    monkeypatch.delenv(speed.ALLOCATOR_ENV, raising=False)
-    assert "default" in speed.configure_allocator("fast") and speed.ALLOCATOR_ENV not in os.environ
-    assert speed.MEMORY_ALLOCATOR in speed.configure_allocator("low_vram")
-    assert os.environ[speed.ALLOCATOR_ENV] == speed.MEMORY_ALLOCATOR
-    monkeypatch.setenv(speed.ALLOCATOR_ENV, "max_split_size_mb:512")
-    assert "yours, kept" in speed.configure_allocator("min_vram")
-    monkeypatch.delenv(speed.ALLOCATOR_ENV)
+    monkeypatch.delenv(speeds.ALLOCATOR_ENV, raising=False)
+    assert "default" in speeds.configure_allocator("fast") and speeds.ALLOCATOR_ENV not in os.environ
+    assert speeds.MEMORY_ALLOCATOR in speeds.configure_allocator("low_vram")
+    assert os.environ[speeds.ALLOCATOR_ENV] == speeds.MEMORY_ALLOCATOR
+    monkeypatch.setenv(speeds.ALLOCATOR_ENV, "max_split_size_mb:512")
+    assert "yours, kept" in speeds.configure_allocator("min_vram")
+    monkeypatch.delenv(speeds.ALLOCATOR_ENV)
     monkeypatch.setattr("torch.cuda.is_initialized", lambda: True)
-    assert "restart" in speed.configure_allocator("low_vram") and speed.ALLOCATOR_ENV not in os.environ
+    assert "restart" in speeds.configure_allocator("low_vram") and speeds.ALLOCATOR_ENV not in os.environ
 
 
 @pytest.mark.parametrize("speed_name", list(speed.SPEEDS))

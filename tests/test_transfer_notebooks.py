@@ -150,7 +150,7 @@ def test_nbmake_runs_a_parameterized_copy(name: str, tmp_path: Path, _isolated_c
 
 def test_the_benchmarks_call_is_the_notebooks_call(diffusers_run: Path, tmp_path: Path) -> None:
     # tools/benchmarks/transfer_tasks.py times `pipelines.transfer`; it must make what the notebook's `transfer` makes.
-    from helpers.with_diffusers import pipelines
+    from tuning import pipelines
 
     s = controls.settings_for("depth", "smoke")
     pipe = pipelines.load_transfer("tiny", device="cpu", guardrails="off")

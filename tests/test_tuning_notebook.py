@@ -28,7 +28,7 @@ def test_fast_is_timed_against_the_reference_and_keeps_the_output(tmp_path):
     printed = "".join(
         o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", [])
     )
-    assert "-m helpers.with_diffusers.several_gpus" in printed and "GPUS=1" in printed
+    assert "-m tuning.several_gpus" in printed and "GPUS=1" in printed
     assert published["allocated_gib"] < 0.1
 
 

@@ -107,7 +107,7 @@ def seed_difference(tiny_pipe, tmp_path_factory: pytest.TempPathFactory) -> floa
     """How far apart two smoke-size text-to-video MP4s are when only the seed differs (mean absolute difference of
     the decoded frames, 0-255): the scale against which the two backends' agreement is judged."""
     from helpers import presets, prompts
-    from helpers.with_diffusers import pipelines
+    from tuning import pipelines
 
     pipe, _ = tiny_pipe
     folder = tmp_path_factory.mktemp("seeds")
@@ -177,7 +177,7 @@ def test_bad_parameters_stop_the_notebook_before_a_server_starts(
 ) -> None:
     import papermill
 
-    from helpers.with_vllm_omni import serve
+    from local_server import serve
 
     if parameters.get("MODEL") == "nvidia/Cosmos3-Nano" and serve.has_nvidia_gpu():
         pytest.skip("with an NVIDIA GPU the Hub id is served: this case is for machines without one")

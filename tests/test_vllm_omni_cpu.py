@@ -9,8 +9,8 @@ import subprocess
 import httpx
 import pytest
 
-from helpers.with_vllm_omni import serve
-from helpers.with_vllm_omni.local_server import LocalServer
+from local_server import serve
+from local_server.server import LocalServer
 from tests.conftest import SERVER_KEY
 
 # Every test here talks to the session's real vLLM-Omni server.

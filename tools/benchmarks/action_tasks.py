@@ -4,7 +4,7 @@ switch moves the output.
     python tools/benchmarks/action_tasks.py --model nano-random --preset default \
         --out tools/benchmarks/results/action_tasks_h200.json
 
-Each task runs as the action notebook's `act` runs it (`helpers.with_diffusers.pipelines.act`, the bundled start
+Each task runs as the action notebook's `act` runs it (`tuning.pipelines.act`, the bundled start
 images, clips and trajectories): forward dynamics for the car (60 actions, 61 frames) and for the arm (16, 17),
 inverse dynamics for both, and the DROID policy (on MODEL itself: a random Nano carries the same action heads as
 the policy checkpoint). Three rounds, each on the same loaded pipeline: `none` (diffusers as it comes), then
@@ -24,7 +24,7 @@ import numpy as np
 import result_file
 
 from helpers import actions, assets, embodiments, environment, media
-from helpers.with_diffusers import pipelines
+from tuning import pipelines
 
 ROUNDS = {
     "none": [],

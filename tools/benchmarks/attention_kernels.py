@@ -4,7 +4,7 @@ Per mode and tier (16:9; videos 189 frames): queries are the output's tokens and
 output's (32 query heads, 8 key/value heads, head_dim 128, bf16), for the conditional pass (our prompt: 1,667 tokens
 for t2v, 1,492 for t2i) and the unconditional one (389 tokens), called through diffusers' `dispatch_attention_fn`
 as the pipeline calls it. Backends: `native` (PyTorch SDPA's own choice, the pipeline's default), `_native_cudnn`,
-`_native_flash`, `_native_efficient`; FlashAttention-4 (`helpers.with_diffusers.flash_attention`) eagerly and inside
+`_native_flash`, `_native_efficient`; FlashAttention-4 (`tuning.flash_attention`) eagerly and inside
 `torch.compile(fullgraph=True)`; and `switch_compiled`, what the `flash_attention` switch runs in a compiled layer
 (FlashAttention-4 from `MIN_QUERY_TOKENS` queries, SDPA below). Reports the median time per call (host time
 included where the host is the slower side), TFLOP/s, and the largest deviation from `native`.
@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from helpers.with_diffusers import flash_attention, presets
+from helpers import presets
+from tuning import flash_attention
 
 # Our prompts' lengths in Qwen tokens (gpu_benchmark.py counts them): conditional per mode, and the negative prompt.
 PROMPT_TOKENS = {"t2v": 1667, "t2i": 1492}

@@ -24,7 +24,7 @@ RUN = """
 import json, sys, time
 sys.path.insert(0, "tools/benchmarks")
 from gpu_benchmark import StepClock, build_pipeline, generate, preset_speedups
-from helpers.with_diffusers import pipelines
+from tuning import pipelines
 arch, device, speed_name, mode, tier, frames, steps, count = sys.argv[1:9]
 started = time.perf_counter()
 pipe = build_pipeline(arch, device)

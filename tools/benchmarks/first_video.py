@@ -1,7 +1,7 @@
 """Time from nothing to the first video on each route, and what a shared server does with several clients at once.
 
 Diffusers: a fresh Python process imports the libraries, resolves MODEL, loads it with `from_pretrained`, moves it
-to the device and makes one text-to-video (the notebook's cells, through `helpers.with_diffusers.pipelines`). vLLM-Omni:
+to the device and makes one text-to-video (the notebook's cells, through `tuning.pipelines`). vLLM-Omni:
 the real server (`vllm serve MODEL --omni`, as the notebook starts it) is started, waited for until ready, and sent
 the same request over HTTP. Then
 four clients send a job each at the same time; each one's total by its own clock, the job record's
@@ -30,7 +30,7 @@ DIFFUSERS_RUN = """
 import json, sys, time
 started = time.perf_counter()
 import torch, diffusers
-from helpers.with_diffusers.pipelines import generate, load_pipeline
+from tuning.pipelines import generate, load_pipeline
 from helpers import presets, prompts
 imported = time.perf_counter()
 model, preset, speed, device, tier = sys.argv[1:6]
@@ -61,17 +61,17 @@ async def _clients(base_url: str, settings, count: int) -> list[dict[str, float]
     import openai
 
     from helpers import prompts
-    from helpers.with_vllm_omni import api
+    from local_server import omni_http
 
     async def one(client: openai.AsyncOpenAI, index: int) -> dict[str, float]:
         started = time.perf_counter()
-        fields = api.video_fields(dataclasses.replace(settings, seed=settings.seed + index))
+        fields = omni_http.video_fields(dataclasses.replace(settings, seed=settings.seed + index))
         job = await client.videos.create(
             model=(await client.models.list()).data[0].id,
             prompt=prompts.prompt_text(settings),
             size=fields.pop("size"),
             extra_body=fields,
-            extra_headers=api.MULTIPART,
+            extra_headers=omni_http.MULTIPART,
         )
         while job.status in ("queued", "in_progress"):
             await asyncio.sleep(0.05)
@@ -95,19 +95,19 @@ async def _clients(base_url: str, settings, count: int) -> list[dict[str, float]
 
 def vllm_omni_route(args: argparse.Namespace) -> tuple[dict[str, float], list[dict[str, float]]]:
     from helpers import presets, prompts
-    from helpers.with_vllm_omni import api
-    from helpers.with_vllm_omni.local_server import LocalServer, server_flags
+    from local_server import omni_http
+    from local_server.server import LocalServer, server_flags
 
     s = presets.settings_for("t2v", args.preset, tier=args.tier or None)
     started = time.perf_counter()
     flags = server_flags(args.model, "auto", args.speed)
     with LocalServer.start(args.model, device=args.device, flags=flags, progress=False) as server:
         ready = time.perf_counter()
-        with api.http_client(server.base_url) as http:
+        with omni_http.http_client(server.base_url) as http:
             form = {
                 "model": args.model,
                 "prompt": prompts.prompt_text(s),
-                **api.video_fields(s, prompts.negative_prompt()),
+                **omni_http.video_fields(s, prompts.negative_prompt()),
             }
             http.post("/v1/videos/sync", data=form)
         done = time.perf_counter()

@@ -2,8 +2,8 @@
 
 Builds the Nano architecture (`Cosmos3OmniTransformer()` defaults, 15.2 B parameters) and the real-size Wan 2.2 VAE
 with random weights directly on the GPU in bf16, an exact Qwen tokenizer offline (from the Qwen vocabulary committed
-in helpers/random_checkpoints/), and sends our real structured JSON prompts and negative prompt, so text lengths are
-the cookbook's. Everything runs through `helpers.with_diffusers.calls.generate`, the notebook's `pipe(...)` call.
+in offline_checkpoints/), and sends our real structured JSON prompts and negative prompt, so text lengths are
+the cookbook's. Everything runs through `helpers.diffusers_pipe.generate`, the notebook's `pipe(...)` call.
 
 Per (mode, tier, preset) it reports the total, the median step, the VAE decode, and peak GPU memory; it prints
 NVIDIA's published H200 times beside ours. Tiers timed with fewer than the full steps are extrapolated:
@@ -29,9 +29,10 @@ from typing import Any
 
 import result_file
 
-from helpers import presets, prompts, random_checkpoints
-from helpers.with_diffusers import pipelines, speed
-from helpers.with_diffusers.pipelines import applied, apply, load_pipeline, skipped
+import offline_checkpoints
+from helpers import presets, prompts, speeds
+from tuning import pipelines, speed
+from tuning.pipelines import applied, apply, load_pipeline, skipped
 
 # NVIDIA's published single-H200 Nano times (s), inference_benchmarks.md in NVIDIA/cosmos.
 PUBLISHED = {
@@ -52,7 +53,7 @@ def build_pipeline(arch: str, device: str):
     if arch == "tiny":
         return load_pipeline("tiny", device=device)[0]
     # Loaded as the notebook loads a checkpoint: vLLM-Omni's schedule (the cost of a step does not depend on it).
-    pipe = random_checkpoints.build_nano_pipeline(device, use_native_flow_schedule=True)
+    pipe = offline_checkpoints.build_nano_pipeline(device, use_native_flow_schedule=True)
     pipe.set_progress_bar_config(disable=True)
     return pipe
 
@@ -181,7 +182,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     memory = [p for p in MEMORY_PRESETS if p in args.presets.split(",")]
     if memory:
-        print(speed.configure_allocator(memory[0]), flush=True)  # as the notebook does, before CUDA starts
+        print(speeds.configure_allocator(memory[0]), flush=True)  # as the notebook does, before CUDA starts
     pipe = build_pipeline(args.arch, device)
     clock = StepClock(pipe)
     plan = parse_plan(args.plan)

@@ -23,9 +23,9 @@ import result_file
 from cookbook_tools import notebooks, pipelines
 
 from helpers import media, presets, prompts
-from helpers.with_diffusers.pipelines import load_pipeline
-from helpers.with_vllm_omni import api
-from helpers.with_vllm_omni.local_server import LocalServer
+from local_server import omni_http
+from local_server.server import LocalServer
+from tuning.pipelines import load_pipeline
 
 RESULTS = Path(__file__).parent / "results" / "http_overhead.json"
 
@@ -48,13 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     s = presets.settings_for("t2v", "smoke", seed=0)
     text, negative = prompts.prompt_text(s), prompts.negative_prompt()
-    form = {"model": "tiny", "prompt": text, **api.video_fields(s, negative)}
+    form = {"model": "tiny", "prompt": text, **omni_http.video_fields(s, negative)}
 
     pipe, _ = load_pipeline("tiny", device="cpu")
     with (
         tempfile.TemporaryDirectory() as folder,
         LocalServer.start("tiny", device="cpu", flags=["--no-guardrails"], progress=False) as server,
-        api.http_client(server.base_url) as http,
+        omni_http.http_client(server.base_url) as http,
     ):
 
         def direct() -> None:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gpu_benchmark import StepClock, build_pipeline, preset_speedups  # noqa: E402
 
 from helpers import presets, prompts  # noqa: E402
-from helpers.with_diffusers import pipelines  # noqa: E402
+from tuning import pipelines  # noqa: E402
 
 
 def image(pipe, clock: StepClock, tier: str, steps: int) -> None:

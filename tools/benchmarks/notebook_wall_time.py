@@ -23,7 +23,8 @@ from pathlib import Path
 
 from cookbook_tools import notebooks
 
-from helpers import environment, random_checkpoints
+import offline_checkpoints
+from helpers import environment
 from helpers.assets import notebook_path
 
 TARGETS_S = {"run_with_diffusers.ipynb": 60.0, "run_with_vllm_omni.ipynb": 90.0}
@@ -40,7 +41,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "COSMOS3_COOKBOOK_CACHE": str(Path(tmp) / "cache")}
         os.environ["COSMOS3_COOKBOOK_CACHE"] = env["COSMOS3_COOKBOOK_CACHE"]
-        random_checkpoints.ensure_tiny_checkpoint()
+        offline_checkpoints.ensure_tiny_checkpoint()
         walls, per_mode = [], []
         for i in range(args.repeats):
             out = Path(tmp) / f"run{i}"

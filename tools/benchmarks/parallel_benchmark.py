@@ -2,7 +2,7 @@
 
 Nano's architecture with random weights (`MODEL="nano-random"`, built once on the GPU by `random_checkpoints` and
 loaded with `from_pretrained`), 189 frames, 35 steps, `SPEED="fast"`, at each tier, through
-`helpers.with_diffusers.several_gpus` (one torchrun command per GPU count, all tiers in it). Each size is first
+`tuning.several_gpus` (one torchrun command per GPU count, all tiers in it). Each size is first
 generated untimed at 2 steps (compilation, cuDNN tuning); the timed generation then runs all steps, and its time is
 rank 0's from the pipe call to the decoded video, as the run's manifest records it. Rows are keyed by (model, GPUs,
 degrees, tier) and merged into `--out`, so GPU counts can be run in separate commands; each row is compared with the
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from helpers import presets, runs
-from helpers.with_diffusers.several_gpus.launch import run_parallel
-from helpers.with_diffusers.several_gpus.request import Request
+from tuning.several_gpus.launch import run_parallel
+from tuning.several_gpus.request import Request
 
 SEED = 1234
 WARMUP_STEPS = 2
@@ -112,7 +112,7 @@ def merge(path: Path, new: list[dict[str, Any]], command: str) -> dict[str, Any]
     rows.sort(key=lambda r: (r["model"], r["tier"], r["gpus"]))
     compare(rows)
     return {
-        "what": "Cosmos 3 text-to-video through helpers.with_diffusers.several_gpus (torchrun), SPEED as in each row",
+        "what": "Cosmos 3 text-to-video through tuning.several_gpus (torchrun), SPEED as in each row",
         "published_720p": PUBLISHED_720P,
         "rows": rows,
         "commands": [*results["commands"], command],

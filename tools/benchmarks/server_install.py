@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
 
-    from helpers.with_vllm_omni import serve
-    from helpers.with_vllm_omni.local_server import LocalServer
+    from local_server import serve
+    from local_server.server import LocalServer
 
     gpu = serve.wants_gpu()
     folder = Path(tempfile.mkdtemp(prefix="vllm-omni-env-"))

@@ -4,7 +4,7 @@
     python tools/benchmarks/transfer_tasks.py --model nano-random --task edge \
         --out tools/benchmarks/results/transfer_edge_h200.json
 
-Each task runs as the transfer notebook's `transfer` runs it (`helpers.with_diffusers.pipelines.transfer`) at the
+Each task runs as the transfer notebook's `transfer` runs it (`tuning.pipelines.transfer`) at the
 `default` preset, NVIDIA's settings: 121 frames at 1280x720 in one chunk, guidance 3.0 and control guidance 1.5, so
 each step runs the transformer three times. `edge` is the Canny edge map of the bundled source clip; `edge+depth`
 adds the bundled depth map. A step costs the same at every step count, so the run is timed at two step counts and
@@ -27,7 +27,7 @@ import result_file
 from PIL import Image
 
 from helpers import assets, controls, environment, media
-from helpers.with_diffusers import pipelines
+from tuning import pipelines
 
 PROMPT = "A city street on a rainy evening: wet asphalt mirrors the shop lights, cars wait at the curb."
 TASKS = ("edge", "edge+depth")

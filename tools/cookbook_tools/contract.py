@@ -281,7 +281,7 @@ def main() -> None:
     if args.base_url:
         record(args.base_url.rstrip("/"), args.api_key)
         return
-    from helpers.with_vllm_omni.local_server import LocalServer
+    from local_server.server import LocalServer
 
     with LocalServer.start(MODEL, api_key=args.api_key, flags=["--no-guardrails"]) as server:
         record(server.base_url, args.api_key)

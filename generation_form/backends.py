@@ -19,7 +19,6 @@ from helpers.errors import CookbookError, InvalidSettingError
 from helpers.presets import IMAGE_CONDITIONED_MODES, VIDEO_CONDITIONED_MODES, GenerationSettings
 
 if TYPE_CHECKING:
-    from diffusers import Cosmos3OmniPipeline
     from openai import OpenAI
 
     from helpers.runs import Generation
@@ -87,44 +86,38 @@ class Backend(Protocol):
 
 
 class DiffusersBackend:
-    """The pipeline in this kernel; progress per denoising step through `callback_on_step_end`."""
+    """The notebook's own call, `generate(s, prompt=..., **inputs)`, whose keywords go to `pipe(...)`: progress per
+    denoising step through `callback_on_step_end`, which ends the call by raising when Stop is pressed."""
 
     name = "diffusers"
 
-    def __init__(self, pipe: Cosmos3OmniPipeline):
-        self.pipe = pipe
+    def __init__(self, generate: Callable[..., Any]):
+        self.call = generate
 
     def generate(self, request: Request, gen: Generation, on_progress: ProgressCallback, stop: StopCheck) -> None:
-        from helpers.with_diffusers import pipelines
-
-        total = request.settings.num_inference_steps
-        stopped_at: list[int] = []
+        s = request.settings
+        total = s.num_inference_steps
 
         def on_step_end(pipe: Any, step: int, timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
             on_progress(step + 1, total, "denoising")
-            if stop() and not stopped_at:
-                stopped_at.append(step + 1)
-                pipe._interrupt = True  # the pipeline skips the remaining steps when this is set
+            if stop():
+                raise GenerationStopped(f"Stopped after {step + 1} of {total} steps; nothing was saved.")
             return tensors
 
+        inputs: dict[str, Any] = {"enable_sound": True} if s.enable_sound else {}
+        if request.mode in IMAGE_CONDITIONED_MODES:
+            inputs["image"] = media.load_image(request.references[0])
+        video = _video(request)
+        if video is not None:
+            inputs |= {"video": video, "condition_frame_indexes_vision": s.condition_frame_indexes}
         on_progress(0, total, "starting")
-        output = pipelines.generate(
-            self.pipe,
-            request.prompt,
-            request.settings,
-            negative_prompt=request.negative_prompt,
-            image=media.load_image(request.references[0]) if request.mode in IMAGE_CONDITIONED_MODES else None,
-            video=_video(request),
-            on_step_end=on_step_end,
-        )
-        if stopped_at:
-            raise GenerationStopped(f"Stopped after {stopped_at[0]} of {total} steps; nothing was saved.")
+        output = self.call(s, prompt=request.prompt, callback_on_step_end=on_step_end, **inputs)
         on_progress(total, total, "saving")
         gen.save(output)
 
     def close(self) -> None:
-        """Let go of the pipeline, so that its memory can be freed."""
-        self.pipe = None  # type: ignore[assignment]
+        """Let go of the call, and so of the pipeline it holds, so that its memory can be freed."""
+        self.call = None  # type: ignore[assignment]
 
 
 def _video(request: Request) -> list[Any] | None:
@@ -161,7 +154,7 @@ class OmniBackend:
     def _generate(self, request: Request, gen: Generation, on_progress: ProgressCallback, stop: StopCheck) -> None:
         import base64
 
-        from helpers.with_vllm_omni import api
+        from local_server import omni_http
 
         s = request.settings
         if s.is_image:
@@ -172,7 +165,7 @@ class OmniBackend:
                 size=s.size,  # type: ignore[arg-type]  # any WIDTHxHEIGHT is accepted
                 n=1,
                 response_format="b64_json",
-                extra_body=api.image_fields(s, request.negative_prompt, self.extra_params),
+                extra_body=omni_http.image_fields(s, request.negative_prompt, self.extra_params),
             )
             on_progress(100, 100, "saving")
             gen.save_bytes(base64.b64decode(image.data[0].b64_json or ""), ".png")
@@ -187,14 +180,14 @@ class OmniBackend:
         elif request.references:
             path = request.references[0]
             upload["input_reference"] = (path.name, path.read_bytes(), "application/octet-stream")
-        fields = api.video_fields(s, request.negative_prompt, extra or None)
+        fields = omni_http.video_fields(s, request.negative_prompt, extra or None)
         size = fields.pop("size")
         job = self.client.videos.create(
             model=self.model,
             prompt=request.prompt,
             size=size,  # type: ignore[arg-type]
             extra_body=fields,
-            extra_headers=api.MULTIPART,
+            extra_headers=omni_http.MULTIPART,
             **upload,
         )
         while job.status != "completed":
@@ -216,7 +209,7 @@ def _server_errors() -> Iterator[None]:
     """The OpenAI SDK's status errors as `OmniAPIError`, carrying the server's own message."""
     import openai
 
-    from helpers.with_vllm_omni.api import error_from_body
+    from local_server.omni_http import error_from_body
 
     try:
         with warnings.catch_warnings():

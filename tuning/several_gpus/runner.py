@@ -1,5 +1,5 @@
 """The process `torchrun` starts on each GPU:
-`torchrun --nproc-per-node N -m helpers.with_diffusers.several_gpus --model ... `.
+`torchrun --nproc-per-node N -m tuning.several_gpus --model ... `.
 
 Every rank loads the pipeline as the Diffusers notebook does (`from_pretrained`, the `SPEED` switches), then installs
 what its place in the layout needs: context parallelism, the split VAE decode, CFG parallelism (in that order, each
@@ -19,13 +19,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from helpers import media, prompts, runs
+from helpers import diffusers_pipe, media, prompts, runs
 from helpers.presets import GenerationSettings
-from helpers.with_diffusers import calls, pipelines, speed
-from helpers.with_diffusers.loading import resolve
-from helpers.with_diffusers.pipelines import load_pipeline
-from helpers.with_diffusers.several_gpus import cfg_parallel, context_parallel, layout, split_decode
-from helpers.with_diffusers.several_gpus.request import Request
+from offline_checkpoints.loading import resolve
+from tuning import pipelines, speed
+from tuning.pipelines import load_pipeline
+from tuning.several_gpus import cfg_parallel, context_parallel, layout, split_decode
+from tuning.several_gpus.request import Request
 
 if TYPE_CHECKING:
     from diffusers import Cosmos3OmniPipeline
@@ -144,11 +144,11 @@ def run(request: Request, place: layout.Layout) -> runs.Run | None:
     """Every generation of `request` on this rank; rank 0 returns the run it wrote."""
     named = request.settings()
     pipe, checkpoint = load(request, place)
-    calls.check_sound(pipe, [s for _, s in named])
+    diffusers_pipe.check_sound(pipe, [s for _, s in named])
     run_ = None
     if place.is_writer:
         run_ = runs.Run.create(request.output_dir, backend="diffusers", model=request.model)
-        run_.sample_rate = calls.sample_rate(pipe)
+        run_.sample_rate = diffusers_pipe.sample_rate(pipe)
         run_.note(
             **checkpoint.info(),
             speed=request.speed,

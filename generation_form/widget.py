@@ -1,4 +1,4 @@
-"""An interactive generation form (ipywidgets) on top of `helpers.form.backends`.
+"""An interactive generation form (ipywidgets) on top of `generation_form.backends`.
 
 ipywidgets swallows exceptions raised in button callbacks, so everything the button does goes through
 `GenerationForm.submit()`, which tests call directly: it records the error in `last_error`, shows its message in
@@ -12,9 +12,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from generation_form import backends, embed
 from helpers import presets
 from helpers.errors import InvalidSettingError
-from helpers.form import backends, embed
 from helpers.runs import Output, Run
 
 PRESET_DEFAULT = "(preset)"

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from helpers import presets
 from helpers.errors import InvalidSettingError
 from helpers.presets import GenerationSettings
-from helpers.with_diffusers import loading, speed
-from helpers.with_diffusers.several_gpus.layout import Degrees, degrees_for
+from offline_checkpoints import loading
+from tuning import speed
+from tuning.several_gpus.layout import Degrees, degrees_for
 
 # The SPEED values that run on several GPUs: their switches give the same output as one GPU, up to noise. `turbo`'s
 # step caching decides per rank whether to skip work, which would desynchronise the ranks; the memory presets
@@ -118,7 +119,7 @@ class Request:
     @classmethod
     def parse(cls, argv: list[str] | None = None) -> Request:
         """The request that `arguments()` wrote (unknown flags are an error)."""
-        parser = argparse.ArgumentParser(prog="python -m helpers.with_diffusers.several_gpus", description=__doc__)
+        parser = argparse.ArgumentParser(prog="python -m tuning.several_gpus", description=__doc__)
         for field in dataclasses.fields(cls):
             flag = "--" + field.name.replace("_", "-")
             if field.type == "bool":

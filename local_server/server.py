@@ -1,7 +1,7 @@
 """Where the vLLM-Omni notebook sends its requests: a server at `BASE_URL`, or the real vLLM-Omni server it starts.
 
 `BASE_URL="auto"` means `$OMNI_BASE_URL` when it is set, else a `vllm serve MODEL --omni` started in the background
-on 127.0.0.1 the way `bash scripts/serve_vllm_omni.sh` starts it (`helpers.with_vllm_omni.serve`), which the
+on 127.0.0.1 the way `bash scripts/serve_vllm_omni.sh` starts it (`local_server.serve`), which the
 notebook's last cell stops again. Start-up is shown as it goes; a server that exits, before it is ready or later
 while a request waits, is reported with its exit status, the end of its log, the command and the likely fix.
 """
@@ -22,12 +22,12 @@ from pathlib import Path
 import httpx
 from tqdm.auto import tqdm
 
-from helpers import random_checkpoints
+import offline_checkpoints
 from helpers.errors import CookbookError, InvalidSettingError
 from helpers.presets import check_guardrails
-from helpers.with_vllm_omni import serve
-from helpers.with_vllm_omni.api import EXPLAIN_ERROR, OmniAPIError, wait_for_server
-from helpers.with_vllm_omni.launch import speed_flags
+from local_server import serve
+from local_server.omni_http import EXPLAIN_ERROR, OmniAPIError, wait_for_server
+from local_server.recipes import speed_flags
 
 BASE_URL_ENV = "OMNI_BASE_URL"
 API_KEY_ENV = "OMNI_API_KEY"
@@ -305,7 +305,7 @@ class Endpoint:
 def server_flags(model: str, guardrails: str, speed: str) -> list[str]:
     """`vllm serve` flags for a server this notebook starts: SPEED's, and `--no-guardrails` where they are off
     (GUARDRAILS="off", or "auto" on the random-weight checkpoints, which have nothing to guard)."""
-    random_weights = model in random_checkpoints.TINY_VARIANTS or model == random_checkpoints.NANO_MODEL_NAME
+    random_weights = model in offline_checkpoints.TINY_VARIANTS or model == offline_checkpoints.NANO_MODEL_NAME
     off = guardrails == "off" or (guardrails == "auto" and random_weights)
     return [*speed_flags(speed), *(["--no-guardrails"] if off else [])]
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from helpers.errors import InvalidSettingError
-from helpers.with_diffusers import speed
+from tuning import speed
 
 if TYPE_CHECKING:
     import torch

@@ -6,8 +6,8 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
+from generation_form import backends
 from helpers.errors import InvalidSettingError
-from helpers.form import backends
 from helpers.presets import GenerationSettings
 from helpers.runs import Output, Run
 
@@ -38,7 +38,7 @@ def grid(run: Run, results: list[tuple[str, Output]]) -> Any:
     """An HTML grid of players with each variant's settings and time under it."""
     from IPython.display import HTML
 
-    from helpers.form.embed import embedded_html
+    from generation_form.embed import embedded_html
 
     cells = []
     for label, out in results:

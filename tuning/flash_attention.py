@@ -11,7 +11,7 @@ import functools
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-from helpers.with_diffusers.speed import OwnKernelAttnProcessor
+from tuning.speed import OwnKernelAttnProcessor
 
 if TYPE_CHECKING:
     import torch

@@ -28,11 +28,12 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from helpers import models, random_checkpoints
+import offline_checkpoints
+from helpers import models
 from helpers.errors import CookbookError, ModelUnavailableError
 
 VLLM_OMNI_VERSION = "0.30.0"
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[1]
 PLUGIN = REPOSITORY / "tools" / "vllm_omni_cpu"
 LOCK = PLUGIN / "requirements.txt"
 ENV_VAR = "COSMOS3_VLLM_OMNI_ENV"
@@ -187,10 +188,10 @@ def _looks_like_a_path(model: str) -> bool:
 def resolve_model(model: str) -> tuple[list[str], str | None]:
     """What `vllm serve` gets for MODEL: its positional argument (plus `--revision`), and the name to serve it as
     when MODEL is one of the cookbook's own (so clients send `model="tiny"`, not a cache folder)."""
-    if model in random_checkpoints.TINY_VARIANTS:
-        return [str(random_checkpoints.ensure_tiny_checkpoint(variant=model))], model
-    if model == random_checkpoints.NANO_MODEL_NAME:
-        return [str(random_checkpoints.ensure_nano_checkpoint())], model
+    if model in offline_checkpoints.TINY_VARIANTS:
+        return [str(offline_checkpoints.ensure_tiny_checkpoint(variant=model))], model
+    if model == offline_checkpoints.NANO_MODEL_NAME:
+        return [str(offline_checkpoints.ensure_nano_checkpoint())], model
     local = Path(model).expanduser()
     if local.exists() or _looks_like_a_path(model):
         if not (local / "model_index.json").is_file():
@@ -241,7 +242,7 @@ def check_exposure(host: str, flags: Sequence[str]) -> None:
 def refuse_a_hub_id_without_a_gpu(model: str, gpu: bool) -> None:
     """A published checkpoint named by its Hub id on a machine without an NVIDIA GPU stops here, before anything is
     downloaded, unless $COSMOS3_VLLM_OMNI_DEVICE=cpu asks for the CPU on purpose."""
-    ours = model in random_checkpoints.TINY_VARIANTS or model == random_checkpoints.NANO_MODEL_NAME
+    ours = model in offline_checkpoints.TINY_VARIANTS or model == offline_checkpoints.NANO_MODEL_NAME
     if gpu or ours or _looks_like_a_path(model) or Path(model).expanduser().exists():
         return
     if os.environ.get(DEVICE_ENV, "auto") == "cpu":

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from helpers import models, random_checkpoints
+import offline_checkpoints
+from helpers import models
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
 from helpers.presets import check_guardrails
-from helpers.random_checkpoints import NANO_MODEL_NAME, TINY_MODEL_NAME
+from offline_checkpoints import NANO_MODEL_NAME, TINY_MODEL_NAME
 
 if TYPE_CHECKING:
     import torch
@@ -200,8 +201,8 @@ def resolve(model: str = DEFAULT_MODEL, *, device: str = "auto", guardrails: str
     target = choose_device(device)
     guardrails_wanted(guardrails, "hub")  # a bad value fails before any build or download
     local = Path(model).expanduser()
-    if model in random_checkpoints.TINY_VARIANTS or model == NANO_MODEL_NAME:
-        source = TINY_MODEL_NAME if model in random_checkpoints.TINY_VARIANTS else NANO_MODEL_NAME
+    if model in offline_checkpoints.TINY_VARIANTS or model == NANO_MODEL_NAME:
+        source = TINY_MODEL_NAME if model in offline_checkpoints.TINY_VARIANTS else NANO_MODEL_NAME
     elif local.exists():
         source = "local"
         _check_folder(model, local)
@@ -222,10 +223,10 @@ def resolve(model: str = DEFAULT_MODEL, *, device: str = "auto", guardrails: str
     if use_guardrails:
         _check_guardrails_available(model)
     if source == TINY_MODEL_NAME:
-        path = str(random_checkpoints.ensure_tiny_checkpoint(variant=model))
+        path = str(offline_checkpoints.ensure_tiny_checkpoint(variant=model))
         _check_folder(model, Path(path))  # `tiny-distilled` is refused as a distilled folder is
     elif source == NANO_MODEL_NAME:
-        path = str(random_checkpoints.ensure_nano_checkpoint(target))
+        path = str(offline_checkpoints.ensure_nano_checkpoint(target))
     elif source == "local":
         path = str(local)
     else:

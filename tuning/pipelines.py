@@ -2,7 +2,7 @@
 
 `load_pipeline` is the Diffusers notebooks' load cells in one call, `generate` their `pipe(...)` call (the same call,
 so every route gives the same frames for the same settings and seed: tests/test_vllm_notebook.py compares the two
-notebooks' files), and `apply` turns the speed and memory switches of `helpers.with_diffusers.speed` on by name, as
+notebooks' files), and `apply` turns the speed and memory switches of `tuning.speed` on by name, as
 make_it_fast_with_diffusers.ipynb's cells do one by one. Applying the same names again does nothing; `applied` and
 `skipped` say what is on and what this machine cannot run (`cuda_graphs` is skipped off CUDA, and `flash_attention`
 where FlashAttention-4 cannot run, and PyTorch's attention stays).
@@ -28,13 +28,13 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from helpers import diffusers_pipe
 from helpers.controls import TransferSettings, check_controls
 from helpers.embodiments import ActionSettings
 from helpers.errors import InvalidSettingError
 from helpers.presets import GenerationSettings
-from helpers.with_diffusers import calls
-from helpers.with_diffusers import speed as speeds
-from helpers.with_diffusers.loading import Checkpoint, resolve
+from offline_checkpoints.loading import Checkpoint, resolve
+from tuning import speed as speeds
 
 if TYPE_CHECKING:
     import torch
@@ -279,7 +279,7 @@ def generate(
     from helpers import prompts
 
     plain = not prompts.is_structured(prompt)
-    calls.check_sound(pipe, settings)
+    diffusers_pipe.check_sound(pipe, settings)
     pipe.scheduler = scheduler_for(pipe, settings.flow_shift)
     conditioning: dict[str, Any] = {"image": image} if image is not None else {}
     if video is not None:
@@ -369,7 +369,7 @@ def transfer(pipe: Any, settings: TransferSettings, given: dict[str, list[Any]],
     import torch
 
     from helpers import prompts
-    from helpers.with_diffusers.schedules import NativeFlowUniPCMultistepScheduler
+    from helpers.schedules import NativeFlowUniPCMultistepScheduler
 
     width, height = check_controls(given, settings)
     pipe.update_components(

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from helpers.errors import CookbookError
-from helpers.random_checkpoints import NANO_MIN_GPU_GIB, TINY_MODEL_NAME
-from helpers.with_diffusers.several_gpus.request import Request
-from helpers.with_diffusers.several_gpus.runner import failure_path
+from offline_checkpoints import NANO_MIN_GPU_GIB, TINY_MODEL_NAME
+from tuning.several_gpus.request import Request
+from tuning.several_gpus.runner import failure_path
 
 # Flags the printed command always shows, so that it reads on its own; other fields only when not the default.
 SHOWN_FLAGS: frozenset[str] = frozenset({"model", "gpus", "modes", "preset", "speed", "seed", "output_dir"})
@@ -51,7 +51,7 @@ def torchrun_command(request: Request) -> list[str]:
         "--nproc-per-node",
         str(request.gpus),
         "-m",
-        "helpers.with_diffusers.several_gpus",
+        "tuning.several_gpus",
         *flags,
     ]
 

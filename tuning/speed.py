@@ -2,7 +2,7 @@
 
 `SPEEDS` maps the notebook's `SPEED` parameter to switch names, in the order they must be applied. The notebook turns
 each switch on in plain sight: diffusers' and PyTorch's public calls written out, and one function here for each of
-the cookbook's own. `helpers.with_diffusers.pipelines.apply` does the same by name (its docstring tables every switch);
+the cookbook's own. `tuning.pipelines.apply` does the same by name (its docstring tables every switch);
 tests/test_speed.py checks that each exact switch keeps the output.
 """
 
@@ -43,46 +43,9 @@ SPEEDS: dict[str, tuple[tuple[str, ...], str]] = {
         "step; about 11x slower, output changes slightly",
     ),
 }
-# What SPEED turns on in the main notebooks: diffusers' own public switches only, one line each. The cookbook's
-# faster patches (SPEEDS above) are taught by make_it_fast_with_diffusers.ipynb.
-PUBLIC_SPEEDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "none": ((), "diffusers as it comes: the reference output"),
-    "fast": (("compile",), "the transformer's repeated layer compiled (compile_repeated_blocks): the same output"),
-    "turbo": (("compile", "sea_cache"), "compiled, plus SeaCache step caching: faster again, the output changes"),
-    "low_vram": (
-        ("fp8_storage", "vae_tiling"),
-        "float8 weight storage and tiled VAE decoding: Nano at 480p on a 24 GiB GPU; the output changes slightly",
-    ),
-    "min_vram": (
-        ("fp8_storage", "group_offload", "vae_tiling"),
-        "float8 weights streamed layer by layer from CPU memory (group offloading): far slower, for small GPUs",
-    ),
-}
 # Recompilations allowed per compiled function once `compile` is on (PyTorch's default is 8).
 RECOMPILE_LIMIT = 64
 _TEXT_KV_HOOK = "cookbook_text_kv_cache"
-
-
-ALLOCATOR_ENV = "PYTORCH_CUDA_ALLOC_CONF"
-# Under a tight memory cap PyTorch's caching allocator loses gigabytes to fragmentation (measured at 720p: 21.2 GiB in
-# use plus 2.6 GiB in unusable pieces at a 24 GiB cap); growable segments let freed memory be reused whole.
-MEMORY_ALLOCATOR = "expandable_segments:True"
-
-
-def configure_allocator(speed: str) -> str:
-    """For the memory SPEEDs, PyTorch's expandable segments, set before CUDA starts (a user's own kept); says so."""
-    import os
-
-    import torch
-
-    if "fp8_storage" not in switches(speed):
-        return f"{ALLOCATOR_ENV}: PyTorch's default (SPEED={speed!r} needs nothing else)"
-    if os.environ.get(ALLOCATOR_ENV):
-        return f"{ALLOCATOR_ENV}={os.environ[ALLOCATOR_ENV]!r}: yours, kept"
-    if torch.cuda.is_initialized():
-        return f"{ALLOCATOR_ENV} not set: CUDA has already started in this kernel; restart it to use {MEMORY_ALLOCATOR}"
-    os.environ[ALLOCATOR_ENV] = MEMORY_ALLOCATOR
-    return f"{ALLOCATOR_ENV}={MEMORY_ALLOCATOR!r}, so that SPEED={speed!r} fits its memory"
 
 
 def keep_compiled_code() -> str:
@@ -91,7 +54,7 @@ def keep_compiled_code() -> str:
     it before the first compilation and before FlashAttention-4 is imported."""
     import os
 
-    from helpers.random_checkpoints import cache_root
+    from offline_checkpoints import cache_root
 
     folder = os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "torch-compile"))
     os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")
@@ -99,14 +62,9 @@ def keep_compiled_code() -> str:
     return folder
 
 
-def public_switches(speed: str) -> tuple[str, ...]:
-    """The diffusers switches the main notebooks turn on for `speed`; an unknown value fails with the allowed ones."""
-    switches(speed)
-    return PUBLIC_SPEEDS[speed][0]
-
-
 def switches(speed: str) -> tuple[str, ...]:
-    """The switch names of a SPEED value, in the order they must be applied."""
+    """The switch names of a SPEED value, in the order they must be applied. Its memory settings want PyTorch's
+    allocator set first: `helpers.speeds.configure_allocator`."""
     if speed not in SPEEDS:
         raise InvalidSettingError(f"SPEED={speed!r} is not allowed. Allowed values: {', '.join(map(repr, SPEEDS))}.")
     return SPEEDS[speed][0]
@@ -322,7 +280,7 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
     from diffusers.hooks import HookRegistry
     from torch.utils import _pytree as pytree
 
-    from helpers.with_diffusers.flash_attention import MIN_QUERY_TOKENS
+    from tuning.flash_attention import MIN_QUERY_TOKENS
 
     kv_hook = HookRegistry.check_if_exists_or_initialize(pipe.transformer.layers[0]).get_hook(_TEXT_KV_HOOK)
     if kv_hook is None:
@@ -335,7 +293,7 @@ def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
 
     def replay_or_run(*args: Any, **inputs: Any) -> Any:
         context = kv_hook.state_manager._context
-        # Context parallelism (`helpers.with_diffusers.several_gpus`) talks to other GPUs mid-call: not recorded.
+        # Context parallelism (`tuning.several_gpus`) talks to other GPUs mid-call: not recorded.
         if args or context is None or context.step_index is None or transformer._cp_shard_fn is not None:
             return forward(*args, **inputs)
         if inputs["sequence_length"] - inputs["und_len"] >= MIN_QUERY_TOKENS:
@@ -482,7 +440,7 @@ def _first_frame_in_2d(conv: Any, forward: Any, x: torch.Tensor, cache_x: torch.
 def use_flash_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:
     """`flash_attention`: FlashAttention-4 for every attention call (returns None); where it cannot run, PyTorch's
     attention stays and the reason is returned (and, on a CUDA GPU, where it is worth installing, warned)."""
-    from helpers.with_diffusers import flash_attention
+    from tuning import flash_attention
 
     device = device or device_of(pipe)
     transformer = pipe.transformer

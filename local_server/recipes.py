@@ -15,7 +15,7 @@ from helpers.errors import InvalidSettingError
 
 DOCKER_IMAGE = "vllm/vllm-omni:cosmos3"
 # The vLLM-Omni server flags that do on a real server what each SPEED choice does in the Diffusers notebook
-# (the same names as `helpers.with_diffusers.speed.SPEEDS`).
+# (the same names as `tuning.speed.SPEEDS`).
 SPEED_FLAGS: dict[str, tuple[str, ...]] = {
     "none": ("--enforce-eager",),
     "fast": (),

@@ -46,8 +46,9 @@ def decode_latents(pipe: Cosmos3OmniPipeline, latents: Any) -> Any:
 
     vae = pipe.vae
     latents = latents.reshape(1, *latents.shape[-4:]).to(vae.dtype)  # the scheduler keeps them with extra batch dims
-    mean = pipe._vae_latents_mean.to(latents.device, vae.dtype).view(1, -1, 1, 1, 1)
-    inv_std = pipe._vae_latents_inv_std.to(latents.device, vae.dtype).view(1, -1, 1, 1, 1)
+    # The VAE's published normalisation, read from its config as the pipeline reads it.
+    mean = torch.tensor(vae.config.latents_mean, dtype=vae.dtype, device=latents.device).view(1, -1, 1, 1, 1)
+    std = torch.tensor(vae.config.latents_std, dtype=vae.dtype, device=latents.device).view(1, -1, 1, 1, 1)
     with torch.no_grad():
-        decoded = vae.decode(latents / inv_std + mean).sample
+        decoded = vae.decode(latents * std + mean).sample
     return pipe.video_processor.postprocess_video(decoded.float(), output_type="np")[0]

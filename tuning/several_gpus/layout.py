@@ -109,8 +109,8 @@ def join(degrees: Degrees, device: str = "cuda", timeout: datetime.timedelta | N
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         raise InvalidSettingError(
             "The parallel runner is started by torchrun, which tells each process its rank: use "
-            "`helpers.with_diffusers.several_gpus.launch.torchrun_command(request)` (or "
-            "`torchrun --nproc-per-node N -m helpers.with_diffusers.several_gpus ...`)."
+            "`tuning.several_gpus.launch.torchrun_command(request)` (or "
+            "`torchrun --nproc-per-node N -m tuning.several_gpus ...`)."
         )
     world = int(os.environ["WORLD_SIZE"])
     if world != degrees.world_size:

@@ -86,8 +86,9 @@ class Backend(Protocol):
 
 
 class DiffusersBackend:
-    """The notebook's own call, `generate(s, prompt=..., **inputs)`, whose keywords go to `pipe(...)`: progress per
-    denoising step through `callback_on_step_end`, which ends the call by raising when Stop is pressed."""
+    """The notebook's own call, `generate(s, prompt, negative_prompt, **inputs)`, whose other keywords go to
+    `pipe(...)`: progress per denoising step through `callback_on_step_end`, which ends the call by raising when Stop
+    is pressed."""
 
     name = "diffusers"
 
@@ -111,7 +112,7 @@ class DiffusersBackend:
         if video is not None:
             inputs |= {"video": video, "condition_frame_indexes_vision": s.condition_frame_indexes}
         on_progress(0, total, "starting")
-        output = self.call(s, prompt=request.prompt, callback_on_step_end=on_step_end, **inputs)
+        output = self.call(s, request.prompt, request.negative_prompt, callback_on_step_end=on_step_end, **inputs)
         on_progress(total, total, "saving")
         gen.save(output)
 

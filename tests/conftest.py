@@ -35,23 +35,18 @@ def tiny_pipe(_isolated_cache: Path):
 
 
 def notebook_call(pipe):
-    """A call shaped as the Diffusers notebook's `generate(s, prompt=..., **inputs)`, whose keywords go to `pipe(...)`,
-    for the form's backend."""
-    from helpers import prompts
+    """A call shaped as the Diffusers notebook's `generate(s, prompt, negative_prompt, **inputs)`, whose other keywords
+    go to `pipe(...)`, for the form's backend."""
     from tuning import pipelines
 
-    def generate(
-        s, prompt=None, callback_on_step_end=None, condition_frame_indexes_vision=None, enable_sound=False, **inputs
-    ):
+    def generate(s, prompt, negative_prompt="", callback_on_step_end=None, enable_sound=False, **inputs):
         assert enable_sound == s.enable_sound, "the form asks for sound exactly when the mode has it"
-        text = prompt or prompts.prompt_text(s)
-        negative = prompts.negative_prompt(s.mode)
-        frames = condition_frame_indexes_vision
+        frames = inputs.pop("condition_frame_indexes_vision", None)
         return pipelines.generate(
             pipe,
-            text,
+            prompt,
             s,
-            negative_prompt=negative,
+            negative_prompt=negative_prompt,
             on_step_end=callback_on_step_end,
             condition_frame_indexes=frames,
             **inputs,

@@ -4,6 +4,7 @@ nbmake: the vLLM-Omni notebook against the real server. Every file they write is
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from pathlib import Path
@@ -167,3 +168,68 @@ def test_the_benchmarks_call_is_the_notebooks_call(diffusers_run: Path, tiny_pip
     out = pipelines.act(tiny_pipe[0], s, media.load_image(folder / "images" / "droid_pick_start.png"), chunk)
     ours = media.read_frames(media.write_video(tmp_path / "act.mp4", out.video, s.fps))
     np.testing.assert_array_equal(ours, _frames(notebooks.run_folder_from(diffusers_run), "fd_droid_chunk0"))
+
+
+# The lesson cells (the quickstart and `act`) pasted into a fresh Python process without the cookbook, with only the
+# plain values the set-up cell defines; `act` is then called once as a reader would, with a settings object of their
+# own: the DROID policy on the smoke tier, a start picture in, a video and 16 actions of 10 numbers out.
+POLICY_SETTINGS = """
+import base64, json, types
+s = types.SimpleNamespace(
+    task="policy", prompt="Pick up the cube.", domain_name="droid_lerobot", action_width=10, chunk_size=16,
+    num_frames=17, fps=15, resolution_tier=256, view_point="ego_view", num_inference_steps=2, guidance_scale=1.0,
+    flow_shift=5.0, seed=0,
+)
+"""
+
+
+@pytest.mark.slow
+def test_the_diffusers_lesson_cells_run_without_the_cookbook(tmp_path: Path, _isolated_cache: Path) -> None:
+    from offline_checkpoints import ensure_tiny_checkpoint
+    from tests.lesson_cells import run_outside_the_cookbook
+
+    then = (
+        POLICY_SETTINGS
+        + """
+from PIL import Image
+picture = Image.open("assets/images/droid_pick_start.png").convert("RGB")
+video, predicted = act(s, s.prompt, picture)
+print("RESULT " + json.dumps({"video": list(video.shape), "action": list(predicted.shape), "std": float(video.std())}))
+"""
+    )
+    variables = {"MODEL": str(ensure_tiny_checkpoint()), "DEVICE": "cpu", "SAFETY_CHECKER": False}
+    result = run_outside_the_cookbook(notebook_path(ACTION_DIFFUSERS), {**variables, "RUN_DIR": str(tmp_path)}, then)
+    quickstart = media.probe(tmp_path / "quickstart.mp4")  # the literal call: 60 car steps, 61 frames at 10 fps
+    assert (quickstart.codec, quickstart.num_frames, quickstart.fps, quickstart.has_audio) == ("h264", 61, 10, False)
+    assert max(quickstart.width, quickstart.height) <= 512 and quickstart.width % 16 == 0, quickstart  # tier 256
+    assert media.read_frames(tmp_path / "quickstart.mp4").std() > 1  # pictures, not a blank file
+    assert result["video"][-4] == 17 and result["video"][-1] == 3 and result["std"] > 0, result  # frames, RGB
+    assert result["action"] == [16, 10], result
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quickstart.mp4"]  # `act` writes nothing
+
+
+@pytest.mark.slow
+def test_the_vllm_lesson_cells_run_without_the_cookbook(tmp_path: Path, omni_server) -> None:
+    from tests.lesson_cells import run_outside_the_cookbook
+
+    then = (
+        POLICY_SETTINGS
+        + """
+from pathlib import Path
+reference = ("start.png", Path("assets/images/droid_pick_start.png").read_bytes(), "image/png")
+video, predicted, job = act(s, s.prompt, reference)
+shape = [len(predicted), len(predicted[0])]
+print("RESULT " + json.dumps({"video": base64.b64encode(video).decode(), "action": shape, "status": job["status"]}))
+"""
+    )
+    variables = {"BASE_URL": omni_server.base_url, "API_KEY": SERVER_KEY, "MODEL": "tiny", "RUN_DIR": str(tmp_path)}
+    result = run_outside_the_cookbook(notebook_path(ACTION_VLLM), variables, then)
+    quickstart = media.probe(tmp_path / "quickstart.mp4")  # the literal job: 60 car steps, 61 frames at 10 fps
+    assert (quickstart.codec, quickstart.num_frames, quickstart.fps, quickstart.has_audio) == ("h264", 61, 10, False)
+    assert max(quickstart.width, quickstart.height) <= 512 and quickstart.width % 16 == 0, quickstart  # tier 256
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quickstart.mp4"]  # `act` writes nothing
+    call = tmp_path / "call.mp4"
+    call.write_bytes(base64.b64decode(result["video"]))
+    info = media.probe(call)
+    assert (info.codec, info.num_frames, round(info.fps)) == ("h264", 17, 15), info
+    assert result["action"] == [16, 10] and result["status"] == "completed", result

@@ -186,3 +186,37 @@ def test_an_output_dir_that_cannot_be_written_is_named_before_the_model_loads(tm
 def test_misspelled_parameters_are_refused_instead_of_ignored(tmp_path):
     with pytest.raises(ValueError, match="PRESETS"):
         notebooks.execute(NAME, tmp_path / "out.ipynb", {"MODEL": "tiny", "PRESETS": "smoke"})
+
+
+# The call once more, as a reader would write it after pasting the two cells: a settings object of their own, sound.
+CALL_OUTSIDE = """
+import json, types
+s = types.SimpleNamespace(
+    num_frames=9, height=64, width=96, fps=24, num_inference_steps=2, guidance_scale=6.0, flow_shift=10.0, seed=0
+)
+out = generate(s, "A red ball rolls across a wooden floor.", "blurry", enable_sound=True)
+export_to_video(list(out.video), f"{RUN_DIR}/call.mp4", fps=24)
+print("RESULT " + json.dumps({"video": list(out.video.shape), "sound": list(out.sound.shape)}))
+"""
+
+
+@pytest.mark.slow
+def test_the_quickstart_and_the_call_run_pasted_into_a_python_file_without_the_cookbook(tmp_path, _isolated_cache):
+    from helpers import media
+    from offline_checkpoints import ensure_tiny_checkpoint
+    from tests.lesson_cells import run_outside_the_cookbook
+
+    variables = {
+        "MODEL": str(ensure_tiny_checkpoint()),
+        "DEVICE": "cpu",
+        "SAFETY_CHECKER": False,
+        "SPEED": "none",
+        "RUN_DIR": str(tmp_path),
+    }
+    result = run_outside_the_cookbook(notebook_path(NAME), variables, CALL_OUTSIDE)
+    quickstart = media.probe(tmp_path / "quickstart.mp4")  # the literal call's smoke size on a CPU
+    assert (quickstart.width, quickstart.height, quickstart.num_frames, quickstart.fps) == (160, 96, 17, 24)
+    assert result["video"] == [9, 64, 96, 3] and 2 in result["sound"], result  # frames; stereo sound
+    call = media.probe(tmp_path / "call.mp4")
+    assert (call.width, call.height, call.num_frames) == (96, 64, 9)
+    assert media.read_frames(tmp_path / "call.mp4").std() > 1  # pictures, not a blank file

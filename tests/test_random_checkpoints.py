@@ -340,7 +340,8 @@ def test_the_wheel_carries_the_vocabulary_and_its_licence(tmp_path):
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    shutil.copytree(REPO / "helpers", source / "helpers", ignore=skip)
+    for package in ("helpers", "offline_checkpoints", "local_server", "tuning", "generation_form"):
+        shutil.copytree(REPO / package, source / package, ignore=skip)
     shutil.copytree(REPO / "tools" / "cookbook_tools", source / "tools" / "cookbook_tools", ignore=skip)
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
     subprocess.run([*command, "-w", str(tmp_path / "wheel"), str(source)], check=True)

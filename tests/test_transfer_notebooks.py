@@ -4,16 +4,22 @@ nbmake: the vLLM-Omni notebook against the real server. Every video and control 
 
 from __future__ import annotations
 
+import ast
+import base64
+import dataclasses
 from pathlib import Path
 
+import cv2
 import nbformat
 import numpy as np
 import pytest
 from cookbook_tools import notebooks
+from PIL import Image
 
-from helpers import assets, controls, media
+from helpers import assets, controls, media, prompts
 from helpers.assets import notebook_path
 from tests.conftest import SERVER_KEY
+from tests.lesson_cells import run_outside_the_cookbook, tagged
 from tests.notebook_checks import SMOKE, execute_smoke, mean_frame_difference, printed, run_nbmake, sections
 from tests.transfer_checks import TRANSFER_DIFFUSERS, TRANSFER_VLLM, VIDEOS, check_transfer_run
 
@@ -159,3 +165,97 @@ def test_the_benchmarks_call_is_the_notebooks_call(diffusers_run: Path, tmp_path
     video = pipelines.transfer(pipe, s, fitted, PROMPT)
     ours = media.read_frames(media.write_video(tmp_path / "depth.mp4", video, s.fps))
     np.testing.assert_array_equal(ours, media.read_frames(notebooks.run_folder_from(diffusers_run) / "depth.mp4"))
+
+
+# The lesson cells: the quickstart (the published call, as pasted into a file) and `transfer` (the call every section
+# makes) use only the reader's libraries, and the call cell defines `transfer` and nothing else.
+READERS_LIBRARIES = {
+    TRANSFER_DIFFUSERS: {"diffusers", "torch", "numpy", "PIL"},
+    TRANSFER_VLLM: {"httpx", "openai"},
+}
+
+
+@pytest.mark.parametrize("name", [TRANSFER_DIFFUSERS, TRANSFER_VLLM])
+def test_the_lesson_cells_import_only_the_readers_libraries_and_the_call_cell_only_defines_transfer(name: str) -> None:
+    import sys
+
+    path = notebook_path(name)
+    for tag in ("quickstart", "call"):
+        tree = ast.parse(tagged(path, tag))
+        modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        modules |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        outside = {m.split(".")[0] for m in modules} - READERS_LIBRARIES[name] - set(sys.stdlib_module_names)
+        assert not outside, (name, tag, outside)
+    body = ast.parse(tagged(path, "call")).body
+    definitions = [n for n in body if not isinstance(n, ast.Import | ast.ImportFrom)]
+    assert [(type(n).__name__, getattr(n, "name", None)) for n in definitions] == [("FunctionDef", "transfer")]
+
+
+def _write_street_edges(folder: Path) -> None:
+    """What the set-up cell writes for the quickstart on the tiny checkpoint: the street clip's Canny edges at the
+    quickstart's canvas and length, as a lossless MP4."""
+    width, height, frames = QUICKSTART
+    street = media.load_video(assets.assets_dir("transfer") / "videos" / "street.mp4", max_frames=frames)
+    edges = [cv2.Canny(np.asarray(media.fit_frame(frame, width, height)), 100, 200) for frame in street]
+    (folder / "street_edges.mp4").write_bytes(
+        media.lossless_clip([Image.fromarray(e).convert("RGB") for e in edges], 30)
+    )
+
+
+def _then(call: str, result: str) -> str:
+    """The reader's own code after the lesson cells: the smoke edge settings as a plain object, one `transfer` call
+    with the quickstart's prompt, negative prompt and control, and a RESULT line."""
+    settings = dataclasses.asdict(controls.settings_for("edge", "smoke"))
+    return f"""
+import base64, json, types
+import numpy as np
+s = types.SimpleNamespace(**{settings!r})
+PROMPT = {PROMPT!r}
+{call}
+print("RESULT " + json.dumps({result}))
+"""
+
+
+def _check_quickstart_file(path: Path) -> None:
+    info = media.probe(path)
+    assert (info.codec, info.width, info.height, info.num_frames, round(info.fps)) == ("h264", *QUICKSTART, 30), info
+
+
+@pytest.mark.slow
+def test_the_diffusers_lesson_cells_run_outside_the_cookbook(tmp_path: Path, _isolated_cache: Path) -> None:
+    from offline_checkpoints import ensure_tiny_checkpoint
+
+    _write_street_edges(tmp_path)
+    variables = {"MODEL": str(ensure_tiny_checkpoint()), "DEVICE": "cpu", "SAFETY_CHECKER": False}
+    then = _then(
+        'frames = transfer(s, {"edge": edges}, PROMPT, negative_prompt)',
+        '{"frames": len(frames), "size": list(frames[0].size), "negative_prompt": negative_prompt, '
+        '"levels": [float(np.asarray(f, dtype=np.float64).mean()) for f in frames]}',
+    )
+    result = run_outside_the_cookbook(notebook_path(TRANSFER_DIFFUSERS), {**variables, "RUN_DIR": str(tmp_path)}, then)
+    _check_quickstart_file(tmp_path / "quickstart.mp4")
+    assert result["negative_prompt"] == prompts.negative_prompt()  # the literal is NVIDIA's, as the tour sends it
+    assert (result["frames"], result["size"]) == (QUICKSTART[2], list(QUICKSTART[:2]))
+    # With the quickstart's settings, control and prompts, `transfer` makes the quickstart's frames (the file went
+    # through export_to_video's lossy encoder: each frame's mean level is kept to well within a level or two).
+    quickstart = media.read_frames(tmp_path / "quickstart.mp4").reshape(QUICKSTART[2], -1).mean(axis=1)
+    assert np.abs(quickstart - np.array(result["levels"])).max() < 2, (quickstart, result["levels"])
+
+
+@pytest.mark.slow
+def test_the_vllm_lesson_cells_run_outside_the_cookbook(tmp_path: Path, omni_server) -> None:
+    _write_street_edges(tmp_path)
+    variables = {"BASE_URL": omni_server.base_url, "API_KEY": SERVER_KEY, "MODEL": "tiny", "RUN_DIR": str(tmp_path)}
+    then = _then(
+        'job, video = transfer(s, "edge", Path(RUN_DIR, "street_edges.mp4").read_bytes(), PROMPT, negative_prompt)',
+        '{"status": job["status"], "negative_prompt": negative_prompt, "video": base64.b64encode(video).decode()}',
+    )
+    result = run_outside_the_cookbook(notebook_path(TRANSFER_VLLM), variables, then)
+    _check_quickstart_file(tmp_path / "quickstart.mp4")
+    assert result["status"] == "completed" and result["negative_prompt"] == prompts.negative_prompt()
+    called = tmp_path / "call.mp4"
+    called.write_bytes(base64.b64decode(result["video"]))
+    _check_quickstart_file(called)
+    # The same job twice: the server's quickstart video and the call's are the same frames.
+    frames = [media.read_frames(p).astype(np.int16) for p in (tmp_path / "quickstart.mp4", called)]
+    assert mean_frame_difference(*frames) == 0

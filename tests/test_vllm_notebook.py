@@ -219,3 +219,36 @@ def test_nbmake_runs_a_parameterized_copy(tmp_path: Path, _isolated_cache: Path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     runs = list((tmp_path / "media").glob("vllm_omni-*"))
     assert len(runs) == 1 and media.probe(runs[0] / "t2v_sound.mp4").has_audio
+
+
+# The request once more, as a reader would send it after pasting the two cells: a settings object of their own, sound.
+CALL_OUTSIDE = """
+import json, types
+from pathlib import Path
+s = types.SimpleNamespace(
+    num_frames=9, height=64, width=96, fps=24, num_inference_steps=2, guidance_scale=6.0, flow_shift=10.0, seed=0
+)
+response = generate(s, "A red ball rolls across a wooden floor.", "blurry", generate_sound="true")
+Path(RUN_DIR, "call.mp4").write_bytes(response.content)
+print("RESULT " + json.dumps({"status": response.status_code, "type": response.headers["content-type"]}))
+"""
+
+
+def test_the_quickstart_and_the_call_run_pasted_into_a_python_file_without_the_cookbook(
+    tmp_path: Path, omni_server
+) -> None:
+    from tests.lesson_cells import run_outside_the_cookbook
+
+    variables = {
+        "BASE_URL": omni_server.base_url,
+        "API_KEY": SERVER_KEY,
+        "MODEL": "tiny",
+        "GUARDRAILS": "auto",
+        "RUN_DIR": str(tmp_path),
+    }
+    result = run_outside_the_cookbook(notebook_path(NAME), variables, CALL_OUTSIDE)
+    assert result["status"] == 200, result
+    quickstart = media.probe(tmp_path / "quickstart.mp4")  # the literal request's smoke size for tiny
+    assert (quickstart.width, quickstart.height, quickstart.num_frames, quickstart.fps) == (160, 96, 17, 24)
+    call = media.probe(tmp_path / "call.mp4")
+    assert (call.width, call.height, call.num_frames, call.has_audio) == (96, 64, 9, True)

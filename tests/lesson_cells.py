@@ -1,0 +1,66 @@
+"""A notebook's lesson cells run the way a reader takes them home: pasted into a fresh Python process in which none
+of the cookbook's packages can be imported, with only the plain variables the cells name (a model folder or Hub id,
+a URL, a folder to write into).
+
+The lesson cells are the ones tagged `quickstart` (the published call, with its load and its save) and `call` (the
+cell that defines the family's call: `generate`, `act` or `transfer`). They may use diffusers, torch, numpy, PIL and
+the standard library, or httpx, openai and the standard library; `then` is the test's own code, run after them, which
+ends by printing one line `RESULT <json>`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+LESSON_TAGS = ("quickstart", "call")
+# What a reader who pastes a cell elsewhere does not have.
+COOKBOOK_PACKAGES = ("helpers", "offline_checkpoints", "local_server", "tuning", "generation_form", "cookbook_tools")
+PRELUDE = f"""\
+import sys
+for _name in {COOKBOOK_PACKAGES!r}:
+    sys.modules[_name] = None  # `import helpers` now raises ImportError, as on a machine without the cookbook
+try:
+    import helpers
+except ImportError:
+    pass
+else:
+    raise SystemExit("helpers is still importable")
+"""
+
+
+def tagged(notebook: Path, tag: str) -> str:
+    """The source of the one code cell tagged `tag`."""
+    cells = [
+        "".join(c["source"])
+        for c in json.loads(notebook.read_text())["cells"]
+        if c["cell_type"] == "code" and tag in c.get("metadata", {}).get("tags", [])
+    ]
+    assert len(cells) == 1, f"{notebook.name} has {len(cells)} code cells tagged {tag!r}; a lesson has one"
+    return cells[0]
+
+
+def run_outside_the_cookbook(
+    notebook: Path, variables: dict[str, Any], then: str, timeout_s: float = 900
+) -> dict[str, Any]:
+    """Run the notebook's quickstart and call cells, then `then`, in a fresh interpreter without the cookbook, in the
+    notebook's own folder (where its assets are), and return what `then` printed after `RESULT `."""
+    assignments = "".join(f"{name} = {value!r}\n" for name, value in variables.items())
+    code = "\n".join([PRELUDE, assignments, tagged(notebook, "quickstart"), tagged(notebook, "call"), then])
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=notebook.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    assert done.returncode == 0, f"the lesson cells failed outside the cookbook:\n{done.stderr[-4000:]}"
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, f"`then` printed no RESULT line:\n{done.stdout[-2000:]}"
+    return json.loads(lines[-1].removeprefix("RESULT "))

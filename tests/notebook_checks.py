@@ -201,8 +201,10 @@ def sections(name: str) -> list[str]:
 
 def run_nbmake(name: str, parameters: dict[str, object], folder: Path, timeout_s: int = 600) -> Path:
     """nbmake takes no parameters: run a copy parameterized the way papermill injects them, written back with its
-    outputs. A vLLM-Omni notebook's copy starts (and stops) its own server, as a reader's "Run All" does."""
+    outputs. A vLLM-Omni notebook's copy starts (and stops) its own server, as a reader's "Run All" does. The copy sits
+    beside its family's assets, as the notebook does in its folder: the quickstart opens them by relative path."""
     copy = folder / Path(name).name
+    (folder / "assets").symlink_to(notebook_path(name).parent / "assets", target_is_directory=True)
     nbformat.write(parameterize_notebook(load_notebook_node(str(notebook_path(name))), parameters), copy)
     result = subprocess.run(
         [

@@ -31,6 +31,7 @@ from pathlib import Path
 import offline_checkpoints
 from helpers import models
 from helpers.errors import CookbookError, ModelUnavailableError
+from offline_checkpoints.model_names import Source, source_of
 
 VLLM_OMNI_VERSION = "0.30.0"
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -181,19 +182,16 @@ def ensure_environment(gpu: bool) -> Path:
     return env
 
 
-def _looks_like_a_path(model: str) -> bool:
-    return model.startswith((".", "/", "~")) or model.count("/") > 1 or model.endswith("/")
-
-
 def resolve_model(model: str) -> tuple[list[str], str | None]:
     """What `vllm serve` gets for MODEL: its positional argument (plus `--revision`), and the name to serve it as
     when MODEL is one of the cookbook's own (so clients send `model="tiny"`, not a cache folder)."""
-    if model in offline_checkpoints.TINY_VARIANTS:
+    named = source_of(model)
+    if named is Source.OFFLINE and model in offline_checkpoints.TINY_VARIANTS:
         return [str(offline_checkpoints.ensure_tiny_checkpoint(variant=model))], model
-    if model == offline_checkpoints.NANO_MODEL_NAME:
+    if named is Source.OFFLINE:
         return [str(offline_checkpoints.ensure_nano_checkpoint())], model
     local = Path(model).expanduser()
-    if local.exists() or _looks_like_a_path(model):
+    if named is Source.LOCAL:
         if not (local / "model_index.json").is_file():
             raise ModelUnavailableError(
                 f"MODEL={model!r} is a path, and there is no checkpoint at {local.absolute()} (no model_index.json). "
@@ -242,8 +240,7 @@ def check_exposure(host: str, flags: Sequence[str]) -> None:
 def refuse_a_hub_id_without_a_gpu(model: str, gpu: bool) -> None:
     """A published checkpoint named by its Hub id on a machine without an NVIDIA GPU stops here, before anything is
     downloaded, unless $COSMOS3_VLLM_OMNI_DEVICE=cpu asks for the CPU on purpose."""
-    ours = model in offline_checkpoints.TINY_VARIANTS or model == offline_checkpoints.NANO_MODEL_NAME
-    if gpu or ours or _looks_like_a_path(model) or Path(model).expanduser().exists():
+    if gpu or source_of(model) is not Source.HUB:
         return
     if os.environ.get(DEVICE_ENV, "auto") == "cpu":
         return

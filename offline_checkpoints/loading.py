@@ -18,6 +18,7 @@ from helpers import models
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
 from helpers.presets import check_guardrails
 from offline_checkpoints import NANO_MODEL_NAME, TINY_MODEL_NAME
+from offline_checkpoints.model_names import Source, source_of
 
 if TYPE_CHECKING:
     import torch
@@ -164,11 +165,6 @@ def _hub_folder(model: str, model_id: str, revision: str | None) -> str:
         raise ModelUnavailableError(_unavailable_message(model, reason)) from exc
 
 
-def _looks_like_a_path(model: str) -> bool:
-    """A Hugging Face id is `name` or `owner/name`; anything written as a path is one, existing or not."""
-    return model.startswith((".", "/", "~", "\\")) or "\\" in model or model.count("/") > 1 or model.endswith("/")
-
-
 def _refuse_distilled(model: str, how: str) -> None:
     raise InvalidSettingError(
         f"MODEL={model!r} is a 4-step distilled checkpoint ({how}). diffusers 0.42 runs those only through "
@@ -201,12 +197,13 @@ def resolve(model: str = DEFAULT_MODEL, *, device: str = "auto", guardrails: str
     target = choose_device(device)
     guardrails_wanted(guardrails, "hub")  # a bad value fails before any build or download
     local = Path(model).expanduser()
-    if model in offline_checkpoints.TINY_VARIANTS or model == NANO_MODEL_NAME:
+    named = source_of(model)
+    if named is Source.OFFLINE:
         source = TINY_MODEL_NAME if model in offline_checkpoints.TINY_VARIANTS else NANO_MODEL_NAME
-    elif local.exists():
+    elif named is Source.LOCAL and local.exists():
         source = "local"
         _check_folder(model, local)
-    elif _looks_like_a_path(model):
+    elif named is Source.LOCAL:
         raise ModelUnavailableError(
             f"MODEL={model!r} is written as a path, and there is no folder at {local.absolute()}. Check the "
             "spelling and the working directory (a notebook runs in its own folder), or download the checkpoint "

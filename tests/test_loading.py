@@ -10,6 +10,7 @@ import pytest
 
 import offline_checkpoints
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
+from local_server import serve
 from offline_checkpoints import loading
 
 
@@ -46,6 +47,17 @@ def test_a_path_that_is_not_there_says_so_and_names_it(model):
     message = str(err.value)
     assert f"MODEL={model!r} is written as a path, and there is no folder at" in message
     assert str(Path(model).expanduser().absolute()) in message and "Repo id" not in message
+
+
+@pytest.mark.parametrize("model", ["./cosmos3-missing", "a/b/c", "C:\\models\\Cosmos3-Nano", "models\\Nano"])
+def test_the_server_reads_a_model_name_as_the_notebook_does(model):
+    """Both backends decide what MODEL names in one place: a Windows path is a path for the server too, refused for
+    the missing folder it is, not sent to the Hub as an id."""
+    with pytest.raises(ModelUnavailableError, match="written as a path"):
+        loading.resolve(model, guardrails="off", device="cpu")
+    with pytest.raises(ModelUnavailableError, match="is a path, and there is no checkpoint"):
+        serve.resolve_model(model)
+    assert serve.resolve_model("nvidia/Cosmos3-Nano@fp8")[0] == ["nvidia/Cosmos3-Nano", "--revision", "fp8"]
 
 
 def test_the_guardrail_package_is_checked_before_any_download(monkeypatch):

@@ -4,8 +4,8 @@ a URL, a folder to write into).
 
 The lesson cells are the ones tagged `quickstart` (the published call, with its load and its save) and `call` (the
 cell that defines the family's call: `generate`, `act` or `transfer`). They may use diffusers, torch, numpy, PIL and
-the standard library, or httpx, openai, numpy and the standard library; `then` is the test's own code, run after them, which
-ends by printing one line `RESULT <json>`.
+the standard library, or httpx, openai, numpy and the standard library; `then` is the test's own code, run after
+them, which ends by printing one line `RESULT <json>`.
 """
 
 from __future__ import annotations

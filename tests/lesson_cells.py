@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-LESSON_TAGS = ("quickstart", "call")
 # What a reader who pastes a cell elsewhere does not have.
 COOKBOOK_PACKAGES = ("helpers", "offline_checkpoints", "local_server", "tuning", "generation_form", "cookbook_tools")
 PRELUDE = f"""\

@@ -14,12 +14,13 @@ import nbformat
 import numpy as np
 import pytest
 from cookbook_tools import notebooks
+from cookbook_tools.lessons import cell
 from PIL import Image
 
 from helpers import assets, controls, media, prompts
 from helpers.assets import notebook_path
 from tests.conftest import SERVER_KEY
-from tests.lesson_cells import run_outside_the_cookbook, tagged
+from tests.lesson_cells import run_outside_the_cookbook
 from tests.notebook_checks import SMOKE, execute_smoke, mean_frame_difference, printed, run_nbmake, sections
 from tests.transfer_checks import TRANSFER_DIFFUSERS, TRANSFER_VLLM, VIDEOS, check_transfer_run
 
@@ -179,14 +180,13 @@ READERS_LIBRARIES = {
 def test_the_lesson_cells_import_only_the_readers_libraries_and_the_call_cell_only_defines_transfer(name: str) -> None:
     import sys
 
-    path = notebook_path(name)
     for tag in ("quickstart", "call"):
-        tree = ast.parse(tagged(path, tag))
+        tree = ast.parse(cell(name, tag))
         modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         modules |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         outside = {m.split(".")[0] for m in modules} - READERS_LIBRARIES[name] - set(sys.stdlib_module_names)
         assert not outside, (name, tag, outside)
-    body = ast.parse(tagged(path, "call")).body
+    body = ast.parse(cell(name, "call")).body
     definitions = [n for n in body if not isinstance(n, ast.Import | ast.ImportFrom)]
     assert [(type(n).__name__, getattr(n, "name", None)) for n in definitions] == [("FunctionDef", "transfer")]
 

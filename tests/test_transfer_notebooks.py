@@ -155,15 +155,21 @@ def test_nbmake_runs_a_parameterized_copy(name: str, tmp_path: Path, _isolated_c
     check_transfer_run(run, "smoke", 0, QUICKSTART)
 
 
-def test_the_benchmarks_call_is_the_notebooks_call(diffusers_run: Path, tmp_path: Path) -> None:
-    # tools/benchmarks/transfer_tasks.py times `pipelines.transfer`; it must make what the notebook's `transfer` makes.
-    from tuning import pipelines
+def test_the_benchmark_runs_the_notebooks_transfer_on_the_notebooks_pipeline(
+    diffusers_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tools/benchmarks/transfer_tasks.py times the notebook's own `transfer` on the pipeline it loads and schedules:
+    # with the notebook's depth control and smoke settings, that must make the notebook's file.
+    monkeypatch.syspath_prepend(str(notebook_path(TRANSFER_DIFFUSERS).parents[4] / "tools" / "benchmarks"))
+    import transfer_tasks
+    from cookbook_tools import lessons
 
     s = controls.settings_for("depth", "smoke")
-    pipe = pipelines.load_transfer("tiny", device="cpu", guardrails="off")
+    pipe = transfer_tasks.load("tiny", device="cpu", guardrails="off")
+    transfer = lessons.define(TRANSFER_DIFFUSERS, pipe=pipe)["transfer"]
     depth = controls.load_control(assets.assets_dir("transfer") / "controls" / "street_depth.mp4", "depth", 9)
     fitted = {"depth": [media.fit_frame(f, 320, 192) for f in depth]}
-    video = pipelines.transfer(pipe, s, fitted, PROMPT)
+    video = transfer(s, fitted, PROMPT, prompts.negative_prompt())
     ours = media.read_frames(media.write_video(tmp_path / "depth.mp4", video, s.fps))
     np.testing.assert_array_equal(ours, media.read_frames(notebooks.run_folder_from(diffusers_run) / "depth.mp4"))
 

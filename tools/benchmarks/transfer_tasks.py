@@ -49,10 +49,13 @@ def task_controls(task: str, s: controls.TransferSettings) -> dict[str, list]:
 
 
 def load(model: str, *, device: str = "auto", guardrails: str = "auto") -> Any:
-    """The modular pipeline as the notebook's tour runs it: loaded as its set-up loads it, with the cookbook's UniPC
-    that answers with the native flow schedule (the notebook's section on the scheduler says why)."""
+    """The modular pipeline as the notebook's tour runs it: loaded as its set-up loads it, on the shifted flow
+    schedule its quickstart turns on (`use_karras_sigmas=False`), with the cookbook's UniPC that answers with the
+    native flow levels (the notebook's section on the scheduler says why)."""
     pipe = pipelines.load_transfer(model, device=device, guardrails=guardrails)
-    pipe.update_components(scheduler=NativeFlowUniPCMultistepScheduler.from_config(pipe.scheduler.config))
+    pipe.update_components(
+        scheduler=NativeFlowUniPCMultistepScheduler.from_config(pipe.scheduler.config, use_karras_sigmas=False)
+    )
     return pipe
 
 

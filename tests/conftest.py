@@ -35,24 +35,10 @@ def tiny_pipe(_isolated_cache: Path):
 
 
 def notebook_call(pipe):
-    """A call shaped as the Diffusers notebook's `generate(s, prompt, negative_prompt, **inputs)`, whose other keywords
-    go to `pipe(...)`, for the form's backend."""
-    from tuning import pipelines
+    """The audiovisual Diffusers notebook's own `generate`, defined by running its `call` cell on `pipe`."""
+    from cookbook_tools import lessons
 
-    def generate(s, prompt, negative_prompt="", callback_on_step_end=None, enable_sound=False, **inputs):
-        assert enable_sound == s.enable_sound, "the form asks for sound exactly when the mode has it"
-        frames = inputs.pop("condition_frame_indexes_vision", None)
-        return pipelines.generate(
-            pipe,
-            prompt,
-            s,
-            negative_prompt=negative_prompt,
-            on_step_end=callback_on_step_end,
-            condition_frame_indexes=frames,
-            **inputs,
-        )
-
-    return generate
+    return lessons.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]
 
 
 @pytest.fixture(scope="session")

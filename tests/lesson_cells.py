@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cookbook_tools.lessons import cell
+
 # What a reader who pastes a cell elsewhere does not have.
 COOKBOOK_PACKAGES = ("helpers", "offline_checkpoints", "local_server", "tuning", "generation_form", "cookbook_tools")
 PRELUDE = f"""\
@@ -32,15 +34,9 @@ else:
 """
 
 
-def tagged(notebook: Path, tag: str) -> str:
-    """The source of the one code cell tagged `tag`."""
-    cells = [
-        "".join(c["source"])
-        for c in json.loads(notebook.read_text())["cells"]
-        if c["cell_type"] == "code" and tag in c.get("metadata", {}).get("tags", [])
-    ]
-    assert len(cells) == 1, f"{notebook.name} has {len(cells)} code cells tagged {tag!r}; a lesson has one"
-    return cells[0]
+def _name(notebook: Path) -> str:
+    """The name `notebook_path` takes: bare for the audiovisual family, `family/notebook` for the others."""
+    return notebook.name if notebook.parent.name == "audiovisual" else f"{notebook.parent.name}/{notebook.name}"
 
 
 def run_outside_the_cookbook(
@@ -49,7 +45,7 @@ def run_outside_the_cookbook(
     """Run the notebook's quickstart and call cells, then `then`, in a fresh interpreter without the cookbook, in the
     notebook's own folder (where its assets are), and return what `then` printed after `RESULT `."""
     assignments = "".join(f"{name} = {value!r}\n" for name, value in variables.items())
-    code = "\n".join([PRELUDE, assignments, tagged(notebook, "quickstart"), tagged(notebook, "call"), then])
+    code = "\n".join([PRELUDE, assignments, cell(_name(notebook), "quickstart"), cell(_name(notebook), "call"), then])
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
     done = subprocess.run(
         [sys.executable, "-c", code],

@@ -14,12 +14,13 @@ import nbformat
 import numpy as np
 import pytest
 from cookbook_tools import notebooks
+from cookbook_tools.lessons import cell
 from PIL import Image
 
 from helpers import assets, controls, media, prompts
 from helpers.assets import notebook_path
 from tests.conftest import SERVER_KEY
-from tests.lesson_cells import run_outside_the_cookbook, tagged
+from tests.lesson_cells import run_outside_the_cookbook
 from tests.notebook_checks import SMOKE, execute_smoke, mean_frame_difference, printed, run_nbmake, sections
 from tests.transfer_checks import TRANSFER_DIFFUSERS, TRANSFER_VLLM, VIDEOS, check_transfer_run
 
@@ -154,15 +155,21 @@ def test_nbmake_runs_a_parameterized_copy(name: str, tmp_path: Path, _isolated_c
     check_transfer_run(run, "smoke", 0, QUICKSTART)
 
 
-def test_the_benchmarks_call_is_the_notebooks_call(diffusers_run: Path, tmp_path: Path) -> None:
-    # tools/benchmarks/transfer_tasks.py times `pipelines.transfer`; it must make what the notebook's `transfer` makes.
-    from tuning import pipelines
+def test_the_benchmark_runs_the_notebooks_transfer_on_the_notebooks_pipeline(
+    diffusers_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tools/benchmarks/transfer_tasks.py times the notebook's own `transfer` on the pipeline it loads and schedules:
+    # with the notebook's depth control and smoke settings, that must make the notebook's file.
+    monkeypatch.syspath_prepend(str(notebook_path(TRANSFER_DIFFUSERS).parents[4] / "tools" / "benchmarks"))
+    import transfer_tasks
+    from cookbook_tools import lessons
 
     s = controls.settings_for("depth", "smoke")
-    pipe = pipelines.load_transfer("tiny", device="cpu", guardrails="off")
+    pipe = transfer_tasks.load("tiny", device="cpu", guardrails="off")
+    transfer = lessons.define(TRANSFER_DIFFUSERS, pipe=pipe)["transfer"]
     depth = controls.load_control(assets.assets_dir("transfer") / "controls" / "street_depth.mp4", "depth", 9)
     fitted = {"depth": [media.fit_frame(f, 320, 192) for f in depth]}
-    video = pipelines.transfer(pipe, s, fitted, PROMPT)
+    video = transfer(s, fitted, PROMPT, prompts.negative_prompt())
     ours = media.read_frames(media.write_video(tmp_path / "depth.mp4", video, s.fps))
     np.testing.assert_array_equal(ours, media.read_frames(notebooks.run_folder_from(diffusers_run) / "depth.mp4"))
 
@@ -179,14 +186,13 @@ READERS_LIBRARIES = {
 def test_the_lesson_cells_import_only_the_readers_libraries_and_the_call_cell_only_defines_transfer(name: str) -> None:
     import sys
 
-    path = notebook_path(name)
     for tag in ("quickstart", "call"):
-        tree = ast.parse(tagged(path, tag))
+        tree = ast.parse(cell(name, tag))
         modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         modules |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         outside = {m.split(".")[0] for m in modules} - READERS_LIBRARIES[name] - set(sys.stdlib_module_names)
         assert not outside, (name, tag, outside)
-    body = ast.parse(tagged(path, "call")).body
+    body = ast.parse(cell(name, "call")).body
     definitions = [n for n in body if not isinstance(n, ast.Import | ast.ImportFrom)]
     assert [(type(n).__name__, getattr(n, "name", None)) for n in definitions] == [("FunctionDef", "transfer")]
 

@@ -106,15 +106,16 @@ def test_papermill_run_against_the_real_server_writes_every_mode_and_every_file_
 def seed_difference(tiny_pipe, tmp_path_factory: pytest.TempPathFactory) -> float:
     """How far apart two smoke-size text-to-video MP4s are when only the seed differs (mean absolute difference of
     the decoded frames, 0-255): the scale against which the two backends' agreement is judged."""
-    from helpers import presets, prompts
-    from tuning import pipelines
+    from cookbook_tools import lessons
 
-    pipe, _ = tiny_pipe
+    from helpers import presets, prompts
+
+    generate = lessons.define("run_with_diffusers.ipynb", pipe=tiny_pipe[0])["generate"]  # the notebook's own call
     folder = tmp_path_factory.mktemp("seeds")
     frames = []
     for seed in (0, 1):
         s = presets.settings_for("t2v", "smoke", seed=seed)
-        out = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
+        out = generate(s, prompts.prompt_text(s), prompts.negative_prompt())
         frames.append(media.read_frames(media.write_video(folder / f"seed{seed}.mp4", out.video, s.fps)))
     return mean_frame_difference(*frames)
 

@@ -29,8 +29,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from helpers import diffusers_pipe
-from helpers.controls import TransferSettings, check_controls
-from helpers.embodiments import ActionSettings
 from helpers.errors import InvalidSettingError
 from helpers.presets import GenerationSettings
 from offline_checkpoints.loading import Checkpoint, resolve
@@ -308,45 +306,6 @@ def generate(
     )
 
 
-def act(pipe: Cosmos3OmniPipeline, settings: ActionSettings, picture: Any, actions: Any = None) -> Any:
-    """One action call for `settings`, as the action notebook's `act` makes it: `picture` (a start image, or a list
-    of frames for inverse dynamics) fitted to the tier's canvas, the actions' noise drawn before the video's (vLLM-
-    Omni's order), frames as numpy. Returns the pipeline's output."""
-    import torch
-    from diffusers import CosmosActionCondition
-
-    from helpers import media
-
-    clip = picture if isinstance(picture, list) else [picture]
-    width, height = settings.canvas(*clip[0].size)
-    clip = [media.fit_frame(frame, width, height) for frame in clip]
-    condition: dict[str, Any] = {"video": clip} if settings.task == "inverse_dynamics" else {"image": clip[0]}
-    if actions is not None:
-        condition["raw_actions"] = torch.from_numpy(actions)
-    pipe.scheduler = scheduler_for(pipe, settings.flow_shift)
-    generator = torch.Generator("cpu").manual_seed(settings.seed)
-    noise = torch.randn(settings.chunk_size, pipe.transformer.config.action_dim, generator=generator)
-    noise[:, settings.action_width :] = 0
-    return pipe(
-        prompt=settings.prompt,
-        action=CosmosActionCondition(
-            mode=settings.task,
-            chunk_size=settings.chunk_size,
-            domain_name=settings.domain_name,
-            resolution_tier=settings.resolution_tier,
-            view_point=settings.view_point,
-            **condition,
-        ),
-        fps=settings.fps,
-        num_inference_steps=settings.num_inference_steps,
-        guidance_scale=settings.guidance_scale,
-        use_system_prompt=False,
-        generator=generator,
-        action_latents=None if settings.task == "forward_dynamics" else noise,
-        output_type="np",
-    )
-
-
 def load_transfer(model: str, *, device: str = "auto", guardrails: str = "auto", progress: bool = False) -> Any:
     """`Cosmos3OmniModularPipeline` loaded as the transfer notebook loads it (diffusers reaches transfer only there)."""
     from diffusers import Cosmos3OmniModularPipeline
@@ -361,35 +320,3 @@ def load_transfer(model: str, *, device: str = "auto", guardrails: str = "auto",
     pipe.to(checkpoint.device)
     pipe.set_progress_bar_config(disable=not progress)
     return pipe
-
-
-def transfer(pipe: Any, settings: TransferSettings, given: dict[str, list[Any]], prompt: str) -> list[Any]:
-    """One transfer call for `settings`, as the transfer notebook's `transfer` makes it, on controls already fitted to
-    the canvas. Returns the frames (PIL)."""
-    import torch
-
-    from helpers import prompts
-    from helpers.schedules import NativeFlowUniPCMultistepScheduler
-
-    width, height = check_controls(given, settings)
-    pipe.update_components(
-        scheduler=NativeFlowUniPCMultistepScheduler.from_config(
-            pipe.scheduler.config, use_karras_sigmas=False, flow_shift=settings.flow_shift
-        )
-    )
-    return pipe(
-        prompt=prompt,
-        negative_prompt=prompts.negative_prompt(),
-        control_videos={hint: frames[: settings.num_frames] for hint, frames in given.items()},
-        control_guidance=settings.control_guidance,
-        num_frames=settings.num_frames,
-        num_video_frames_per_chunk=settings.num_video_frames_per_chunk,
-        num_conditional_frames=settings.num_conditional_frames,
-        height=height,
-        width=width,
-        fps=float(settings.fps),
-        num_inference_steps=settings.num_inference_steps,
-        guidance_scale=settings.guidance_scale,
-        generator=torch.Generator("cpu").manual_seed(settings.seed),
-        output="videos",
-    )

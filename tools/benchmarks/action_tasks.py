@@ -4,14 +4,14 @@ switch moves the output.
     python tools/benchmarks/action_tasks.py --model nano-random --preset default \
         --out tools/benchmarks/results/action_tasks_h200.json
 
-Each task runs as the action notebook's `act` runs it (`tuning.pipelines.act`, the bundled start
-images, clips and trajectories): forward dynamics for the car (60 actions, 61 frames) and for the arm (16, 17),
-inverse dynamics for both, and the DROID policy (on MODEL itself: a random Nano carries the same action heads as
-the policy checkpoint). Three rounds, each on the same loaded pipeline: `none` (diffusers as it comes), then
-diffusers' public `compile_repeated_blocks(fullgraph=True)` (the main notebooks' `fast`), then the cookbook's own
-`fast` patches added (the text tower's keys and values computed once, the first frame through the VAE in 2-D,
-FlashAttention-4 where the GPU has it). Each task runs twice per round; the second call is the one timed, and its
-video (0-255) and actions are compared with the eager ones.
+Each task runs through the action notebook's own `act` (its `call` cell, run by `cookbook_tools.lessons`) on the
+bundled start images, clips and trajectories fitted to the tier's canvas: forward dynamics for the car (60 actions,
+61 frames) and for the arm (16, 17), inverse dynamics for both, and the DROID policy (on MODEL itself: a random Nano
+carries the same action heads as the policy checkpoint). Three rounds, each on the same loaded pipeline: `none`
+(diffusers as it comes), then diffusers' public `compile_repeated_blocks(fullgraph=True)` (the main notebooks'
+`fast`), then the cookbook's own `fast` patches added (the text tower's keys and values computed once, the first
+frame through the VAE in 2-D, FlashAttention-4 where the GPU has it). Each task runs twice per round; the second
+call is the one timed, and its video (0-255) and actions are compared with the eager ones.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import result_file
+from cookbook_tools import lessons
 
 from helpers import actions, assets, embodiments, environment, media
 from tuning import pipelines
@@ -48,6 +49,14 @@ def tasks(preset: str) -> list[tuple[str, embodiments.ActionSettings, object, np
     ]
 
 
+def fitted(s: embodiments.ActionSettings, picture: object) -> object:
+    """The start picture, or the clip for inverse dynamics, on the tier's canvas, as the notebook hands it to `act`."""
+    clip = picture if isinstance(picture, list) else [picture]
+    width, height = s.canvas(*clip[0].size)
+    clip = [media.fit_frame(frame, width, height) for frame in clip]
+    return clip if s.task == "inverse_dynamics" else clip[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="nano-random")
@@ -56,19 +65,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     pipe, checkpoint = pipelines.load_pipeline(args.model, device=args.device)
+    act = lessons.define("action/run_with_diffusers.ipynb", pipe=pipe)["act"]
     rows, reference = [], {}
     for round_name, switches in ROUNDS.items():
         pipelines.apply(pipe, switches, checkpoint.device)
         for name, s, picture, given in tasks(args.preset):
+            picture = fitted(s, picture)
             first_started = time.perf_counter()
-            pipelines.act(pipe, s, picture, given)
+            act(s, s.prompt, picture, action=given)
             first = time.perf_counter() - first_started
             environment.peak_memory_gib(reset=True)
             started = time.perf_counter()
-            out = pipelines.act(pipe, s, picture, given)
+            video, predicted = act(s, s.prompt, picture, action=given)
             seconds = time.perf_counter() - started
-            frames = media.to_uint8_frames(out.video).astype(np.int16)
-            predicted = out.action[0].float().numpy() if out.action else None
+            frames = media.to_uint8_frames(video).astype(np.int16)
             reference.setdefault(name, (frames, predicted))
             want_frames, want_actions = reference[name]
             row = {"round": round_name, "task": name, "frames": int(frames.shape[0])}

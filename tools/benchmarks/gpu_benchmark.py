@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import result_file
+from cookbook_tools import lessons
 
 import offline_checkpoints
 from helpers import presets, prompts, speeds
-from tuning import pipelines, speed
+from tuning import speed
 from tuning.pipelines import applied, apply, load_pipeline, skipped
 
 # NVIDIA's published single-H200 Nano times (s), inference_benchmarks.md in NVIDIA/cosmos.
@@ -102,12 +103,13 @@ def generate(pipe, clock: StepClock, mode: str, tier: str, frames: int | None, s
         torch.cuda.reset_peak_memory_stats()
     clock.reset()
     start = time.perf_counter()
-    out = pipelines.generate(
-        pipe,
-        prompts.prompt_text(s),
+    call = lessons.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own `generate`
+    out = call(
         s,
-        negative_prompt=prompts.negative_prompt(s.mode),
-        on_step_end=clock.on_step_end,
+        prompts.prompt_text(s),
+        prompts.negative_prompt(s.mode),
+        enable_sound=s.enable_sound,
+        callback_on_step_end=clock.on_step_end,
         **extra,
     )
     clock.sync()

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import result_file
-from cookbook_tools import notebooks, pipelines
+from cookbook_tools import lessons, notebooks
 
 from helpers import media, presets, prompts
 from local_server import omni_http
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     form = {"model": "tiny", "prompt": text, **omni_http.video_fields(s, negative)}
 
     pipe, _ = load_pipeline("tiny", device="cpu")
+    generate = lessons.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own call
     with (
         tempfile.TemporaryDirectory() as folder,
         LocalServer.start("tiny", device="cpu", flags=["--no-guardrails"], progress=False) as server,
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
 
         def direct() -> None:
-            output = pipelines.generate(pipe, text, s, negative_prompt=negative)
+            output = generate(s, text, negative, enable_sound=s.enable_sound)
             media.write_video(Path(folder) / "direct.mp4", output.video, s.fps)
 
         direct_s, http_s = _interleaved_medians(direct, lambda: http.post("/v1/videos/sync", data=form), args.repeats)

@@ -4,14 +4,15 @@
     python tools/benchmarks/transfer_tasks.py --model nano-random --task edge \
         --out tools/benchmarks/results/transfer_edge_h200.json
 
-Each task runs as the transfer notebook's `transfer` runs it (`tuning.pipelines.transfer`) at the
-`default` preset, NVIDIA's settings: 121 frames at 1280x720 in one chunk, guidance 3.0 and control guidance 1.5, so
-each step runs the transformer three times. `edge` is the Canny edge map of the bundled source clip; `edge+depth`
-adds the bundled depth map. A step costs the same at every step count, so the run is timed at two step counts and
-the line through them gives the time per step and the fixed cost (encoding the controls, decoding the video); the
-time of NVIDIA's 50 steps is read off that line. Each size is called once before it is timed. Then the same with
-the transformer's repeated layer compiled (`compile_repeated_blocks(fullgraph=True)`, the notebook's `fast`), and
-its frames (0-255) compared with the eager ones at the larger step count.
+Each task runs through the transfer notebook's own `transfer` (its `call` cell, run by `cookbook_tools.lessons`, on
+the pipeline loaded and scheduled as the notebook's tour has it) at the `default` preset, NVIDIA's settings: 121
+frames at 1280x720 in one chunk, guidance 3.0 and control guidance 1.5, so each step runs the transformer three
+times. `edge` is the Canny edge map of the bundled source clip; `edge+depth` adds the bundled depth map. A step
+costs the same at every step count, so the run is timed at two step counts and the line through them gives the time
+per step and the fixed cost (encoding the controls, decoding the video); the time of NVIDIA's 50 steps is read off
+that line. Each size is called once before it is timed. Then the same with the transformer's repeated layer compiled
+(`compile_repeated_blocks(fullgraph=True)`, the notebook's `fast`), and its frames (0-255) compared with the eager
+ones at the larger step count.
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ import argparse
 import dataclasses
 import time
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
 import result_file
+from cookbook_tools import lessons
 from PIL import Image
 
-from helpers import assets, controls, environment, media
+from helpers import assets, controls, environment, media, prompts
+from helpers.schedules import NativeFlowUniPCMultistepScheduler
 from tuning import pipelines
 
 PROMPT = "A city street on a rainy evening: wet asphalt mirrors the shop lights, cars wait at the curb."
@@ -44,10 +48,21 @@ def task_controls(task: str, s: controls.TransferSettings) -> dict[str, list]:
     return given
 
 
-def timed(pipe, s: controls.TransferSettings, given: dict, steps: int) -> tuple[float, np.ndarray]:
+def load(model: str, *, device: str = "auto", guardrails: str = "auto") -> Any:
+    """The modular pipeline as the notebook's tour runs it: loaded as its set-up loads it, on the shifted flow
+    schedule its quickstart turns on (`use_karras_sigmas=False`), with the cookbook's UniPC that answers with the
+    native flow levels (the notebook's section on the scheduler says why)."""
+    pipe = pipelines.load_transfer(model, device=device, guardrails=guardrails)
+    pipe.update_components(
+        scheduler=NativeFlowUniPCMultistepScheduler.from_config(pipe.scheduler.config, use_karras_sigmas=False)
+    )
+    return pipe
+
+
+def timed(transfer, s: controls.TransferSettings, given: dict, steps: int) -> tuple[float, np.ndarray]:
     environment.peak_memory_gib(reset=True)
     started = time.perf_counter()
-    video = pipelines.transfer(pipe, dataclasses.replace(s, num_inference_steps=steps), given, PROMPT)
+    video = transfer(dataclasses.replace(s, num_inference_steps=steps), given, PROMPT, prompts.negative_prompt())
     return time.perf_counter() - started, media.to_uint8_frames(video).astype(np.int16)
 
 
@@ -62,16 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     low, high = sorted(args.steps)
-    pipe = pipelines.load_transfer(args.model, device=args.device)
+    pipe = load(args.model, device=args.device)
+    transfer = lessons.define("transfer/run_with_diffusers.ipynb", pipe=pipe)["transfer"]
     s = controls.settings_for(args.task.split("+"), args.preset, resolution_tier=args.tier)
     given = task_controls(args.task, s)
     rows, reference = [], None
     for speed in ("none", "fast"):
         if speed == "fast":
             pipe.transformer.compile_repeated_blocks(fullgraph=True)
-        first, _ = timed(pipe, s, given, low)
-        seconds_low, _ = timed(pipe, s, given, low)
-        seconds_high, frames = timed(pipe, s, given, high)
+        first, _ = timed(transfer, s, given, low)
+        seconds_low, _ = timed(transfer, s, given, low)
+        seconds_high, frames = timed(transfer, s, given, high)
         per_step = (seconds_high - seconds_low) / (high - low)
         fixed = seconds_low - low * per_step
         reference = frames if reference is None else reference

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from helpers import media, prompts
+from helpers.audiovisual_settings import IMAGE_CONDITIONED_MODES, VIDEO_CONDITIONED_MODES, AudiovisualSettings
 from helpers.errors import CookbookError, InvalidSettingError
-from helpers.presets import IMAGE_CONDITIONED_MODES, VIDEO_CONDITIONED_MODES, GenerationSettings
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -39,14 +39,14 @@ class Request:
 
     mode: str
     prompt: str
-    settings: GenerationSettings
+    settings: AudiovisualSettings
     negative_prompt: str = ""
     references: tuple[Path, ...] = ()
 
 
 def build_request(
     mode: str,
-    settings: GenerationSettings,
+    settings: AudiovisualSettings,
     *,
     prompt: str = "",
     references: list[Path] | tuple[Path, ...] = (),

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from generation_form import backends
+from helpers.audiovisual_settings import AudiovisualSettings
 from helpers.errors import InvalidSettingError
-from helpers.presets import GenerationSettings
 from helpers.runs import Output, Run
 
 
@@ -16,7 +16,7 @@ from helpers.runs import Output, Run
 class Variant:
     label: str
     backend: backends.Backend
-    settings: GenerationSettings
+    settings: AudiovisualSettings
 
 
 def compare(run: Run, variants: list[Variant], *, prompt: str = "") -> list[tuple[str, Output]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from generation_form import backends, embed
-from helpers import presets
+from helpers import audiovisual_settings
 from helpers.errors import InvalidSettingError
 from helpers.runs import Output, Run
 
@@ -38,7 +38,7 @@ class GenerationForm:
     def __init__(self, backend: backends.Backend, run: Run, *, preset: str = "default", seed: int = 0):
         import ipywidgets as w
 
-        presets.get_preset(preset)
+        audiovisual_settings.get_preset(preset)
         self.backend = backend
         self.run = run
         self.last_error: BaseException | None = None
@@ -49,20 +49,25 @@ class GenerationForm:
         # ipywidgets shows a None value as an empty box, so "use the preset's value" is "" or 0 here.
         keep_text, keep_number = [(PRESET_DEFAULT, "")], [(PRESET_DEFAULT, 0)]
         self.mode = w.Dropdown(
-            options=[(f"{presets.MODE_TITLES[m]} ({m})", m) for m in presets.MODES], description="Mode"
+            options=[(f"{audiovisual_settings.MODE_TITLES[m]} ({m})", m) for m in audiovisual_settings.MODES],
+            description="Mode",
         )
         self.prompt = w.Textarea(
             placeholder="Empty: the bundled structured prompt for the mode. Plain text or a JSON object.",
             description="Prompt",
             layout=w.Layout(width="95%", height="5em"),
         )
-        self.preset = w.Dropdown(options=list(presets.PRESETS), value=preset, description="Preset")
-        self.tier = w.Dropdown(options=keep_text + [(t, t) for t in presets.TIERS], description="Tier")
-        self.aspect_ratio = w.Dropdown(options=list(presets.ASPECT_RATIOS), value="16:9", description="Aspect")
-        self.num_frames = w.Dropdown(
-            options=keep_number + [(str(n), n) for n in presets.FRAME_CHOICES], description="Frames"
+        self.preset = w.Dropdown(options=list(audiovisual_settings.PRESETS), value=preset, description="Preset")
+        self.tier = w.Dropdown(options=keep_text + [(t, t) for t in audiovisual_settings.TIERS], description="Tier")
+        self.aspect_ratio = w.Dropdown(
+            options=list(audiovisual_settings.ASPECT_RATIOS), value="16:9", description="Aspect"
         )
-        self.fps = w.Dropdown(options=keep_number + [(str(f), f) for f in presets.FPS_CHOICES], description="FPS")
+        self.num_frames = w.Dropdown(
+            options=keep_number + [(str(n), n) for n in audiovisual_settings.FRAME_CHOICES], description="Frames"
+        )
+        self.fps = w.Dropdown(
+            options=keep_number + [(str(f), f) for f in audiovisual_settings.FPS_CHOICES], description="FPS"
+        )
         self.steps = w.Text(placeholder=PRESET_DEFAULT, description="Steps")
         self.guidance = w.Text(placeholder=PRESET_DEFAULT, description="Guidance")
         self.seed = w.IntText(value=seed, description="Seed")
@@ -118,7 +123,7 @@ class GenerationForm:
 
         show(self.widget)
 
-    def settings(self) -> presets.GenerationSettings:
+    def settings(self) -> audiovisual_settings.AudiovisualSettings:
         """The settings the current widget values describe (validated; errors name the allowed values)."""
         overrides: dict[str, Any] = {
             "num_frames": self.num_frames.value or None,
@@ -131,7 +136,7 @@ class GenerationForm:
             overrides.update(tier=self.tier.value, aspect_ratio=self.aspect_ratio.value)
         if self.sound.value:
             overrides["enable_sound"] = True
-        return presets.settings_for(self.mode.value, self.preset.value, **overrides)
+        return audiovisual_settings.settings_for(self.mode.value, self.preset.value, **overrides)
 
     def _uploaded_references(self) -> list[Path]:
         """Save the uploaded files into the run folder (new names where one exists) and return their paths."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from helpers.audiovisual_settings import AudiovisualSettings
 from helpers.errors import SoundNotSupportedError
-from helpers.presets import GenerationSettings
 
 if TYPE_CHECKING:
     from diffusers import Cosmos3OmniPipeline
@@ -25,9 +25,9 @@ def sample_rate(pipe: Cosmos3OmniPipeline) -> int | None:
     return int(tokenizer.config.sampling_rate) if tokenizer is not None else None
 
 
-def check_sound(pipe: Cosmos3OmniPipeline, settings: GenerationSettings | Iterable[GenerationSettings]) -> None:
+def check_sound(pipe: Cosmos3OmniPipeline, settings: AudiovisualSettings | Iterable[AudiovisualSettings]) -> None:
     """Fail before generating, rather than writing a silent file, when sound is asked of a silent checkpoint."""
-    for s in [settings] if isinstance(settings, GenerationSettings) else settings:
+    for s in [settings] if isinstance(settings, AudiovisualSettings) else settings:
         if s.enable_sound and not has_sound(pipe):
             raise SoundNotSupportedError(
                 f"Mode {s.mode!r} asks for sound, but this checkpoint has no sound tokenizer "

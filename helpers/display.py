@@ -133,20 +133,9 @@ def preview_grid(rows: Mapping[str, Mapping[str, Any]], width: int = 200) -> Any
     return HTML(f"<table>{body}</table>")
 
 
-METADATA_KEY = "cosmos3_cookbook"
-
-
-def publish(text: str, **facts: Any) -> None:
-    """Print `text` and attach `facts` to the cell's output as metadata, where tools read them from the executed
-    notebook (`nbformat`: `output.metadata["cosmos3_cookbook"]`) instead of parsing printed lines."""
-    from IPython.display import display
-
-    display({"text/plain": text}, raw=True, metadata={METADATA_KEY: facts})
-
-
 def announce_run(run: Any) -> None:
-    """Say where this run writes, and publish the folder as output metadata (`run_dir`)."""
-    publish(f"Writing to {run.path}", run_dir=str(run.path))
+    """Say where this run writes: its files and their `manifest.json`."""
+    print(f"Writing to {run.path}")
 
 
 def settings_table(settings: Mapping[str, Any], **columns: Any) -> Any:

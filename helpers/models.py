@@ -42,7 +42,7 @@ _DISTILLED_LAYOUTS = {4: {"tensor_parallel_size": 4, "layerwise_offload": True}}
 VARIANTS: dict[str, Variant] = {
     v.model_id: v
     for v in (
-        # Nano: the presets' own defaults (helpers/presets.py cites each).
+        # Nano: the presets' own defaults (helpers/audiovisual_settings.py cites each).
         Variant(
             "nvidia/Cosmos3-Nano",
             "16 B",

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from helpers.assets import asset_path
+from helpers.audiovisual_settings import MODE_TITLES, MODES, AudiovisualSettings
 from helpers.errors import InvalidSettingError, MediaError
-from helpers.presets import MODE_TITLES, MODES, GenerationSettings
 
 COOKBOOK_KEY = "_cookbook"
 
@@ -120,7 +120,7 @@ def compact(caption: dict[str, Any]) -> str:
     return json.dumps(caption, ensure_ascii=False)
 
 
-def with_settings(prompt: str, settings: GenerationSettings) -> str:
+def with_settings(prompt: str, settings: AudiovisualSettings) -> str:
     """A JSON-object prompt with the resolution, duration and frame rate of `settings` written in (as vLLM-Omni
     does on its video routes); plain text as is."""
     if not is_structured(prompt):
@@ -129,7 +129,7 @@ def with_settings(prompt: str, settings: GenerationSettings) -> str:
     return compact(caption)
 
 
-def prompt_text(settings: GenerationSettings, caption: dict[str, Any] | None = None) -> str:
+def prompt_text(settings: AudiovisualSettings, caption: dict[str, Any] | None = None) -> str:
     """A structured caption (default: the bundled one of the settings' mode) with the settings' resolution,
     duration and frame rate written in, as the one line of JSON the model reads."""
     if caption is None:

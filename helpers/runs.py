@@ -19,16 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from helpers import actions, environment, media
-from helpers.controls import TransferSettings
-from helpers.embodiments import ActionSettings
+from helpers.action_settings import ActionSettings
+from helpers.audiovisual_settings import AudiovisualSettings
 from helpers.errors import MediaError, OutOfMemoryAdviceError, SoundNotSupportedError
-from helpers.presets import GenerationSettings
+from helpers.transfer_settings import TransferSettings
 
 MANIFEST_NAME = "manifest.json"
 SMALLER_PRESET = {"quality": "default", "default": "draft", "draft": "smoke"}
 
 
-def oom_advice(settings: GenerationSettings, exc: BaseException) -> OutOfMemoryAdviceError:
+def oom_advice(settings: AudiovisualSettings, exc: BaseException) -> OutOfMemoryAdviceError:
     smaller = SMALLER_PRESET.get(settings.preset)
     hint = f"PRESET={smaller!r}" if smaller else "a smaller size or fewer frames"
     return OutOfMemoryAdviceError(
@@ -129,75 +129,67 @@ class Run:
             json.dump(self.manifest(), out, indent=2)
         os.replace(tmp, self.manifest_path)
 
-    def record(
-        self,
-        mode: str,
-        file: Path,
-        settings: GenerationSettings | ActionSettings | TransferSettings | None,
-        seconds: float | None,
-        **extra: Any,
-    ) -> Output:
-        """Probe a written file and add it to the manifest (what it really holds, not what was asked). A file made
-        outside the presets has no settings and no timing."""
-        info = media.probe(file)
-        output = Output(
-            mode=mode,
-            path=str(file.relative_to(self.path)),
-            kind=info.kind,
-            width=info.width,
-            height=info.height,
-            num_frames=info.num_frames,
-            fps=info.fps,
-            has_audio=info.has_audio,
-            seed=settings.seed if settings else None,
-            model=self.model,
-            settings=settings.to_dict() if settings else {},
-            seconds=round(seconds, 3) if seconds is not None else None,
-            audio=info.audio.__dict__ if info.audio else None,
-            extra=extra,
-        )
-        self.outputs.append(output)
-        self._write_manifest()
-        return output
-
     def add(
         self,
         mode: str,
         file: str | os.PathLike[str],
-        settings: GenerationSettings | ActionSettings | TransferSettings | None = None,
+        settings: AudiovisualSettings | ActionSettings | TransferSettings | None = None,
         seconds: float | None = None,
         **extra: Any,
     ) -> Output:
-        """Record a file written by hand (the quickstart's MP4, an action rollout) under `mode`, probed like every
-        other output."""
+        """Record a file written into this run's folder under `mode`: the one way a file enters the manifest.
+
+        The file is read back, so the manifest says what it really holds, not what was asked: a picture, a video
+        (with its AAC track) or a WAV is probed; an action file (`.npy` or `.json` of a pair, `actions.write`)
+        gives its rows. A file made outside the presets has no settings and no timing.
+        """
         path = Path(file).resolve()
         if not path.is_relative_to(self.path.resolve()):
             raise MediaError(f"{path} is outside this run's folder {self.path}: write it there (run.path / name).")
-        return self.record(mode, self.path / path.relative_to(self.path.resolve()), settings, seconds, **extra)
-
-    def add_actions(self, name: str, array: Any, settings: ActionSettings, **about: Any) -> Path:
-        """Write an action file pair `<name>.npy` + `<name>.json` (`helpers.actions.write`: the settings' domain,
-        task, frame rate and units, plus `about`) and list both in the manifest. Returns the `.npy` path."""
-        about = {"domain_name": settings.domain_name, "task": settings.task, "fps": settings.fps, **about}
-        npy, meta = actions.write(self.path / self.free_stem(name), array, about)
-        rows = len(actions.read(npy)[0])
-        for file in (npy, meta):
+        relative = path.relative_to(self.path.resolve())
+        common = {
+            "mode": mode,
+            "path": str(relative),
+            "seed": settings.seed if settings else None,
+            "model": self.model,
+            "settings": settings.to_dict() if settings else {},
+            "seconds": round(seconds, 3) if seconds is not None else None,
+            "extra": extra,
+        }
+        if path.suffix in (".npy", ".json"):
+            array, about = actions.read(path)
             output = Output(
-                mode=name,
-                path=file.name,
                 kind="actions",
                 width=0,
                 height=0,
-                num_frames=rows,
-                fps=settings.fps,
+                num_frames=len(array),
+                fps=about.get("fps", 0),
                 has_audio=False,
-                seed=settings.seed,
-                model=self.model,
-                settings=settings.to_dict(),
-                seconds=None,
+                **common,
             )
-            self.outputs.append(output)
+        else:
+            info = media.probe(path)
+            output = Output(
+                kind=info.kind,
+                width=info.width,
+                height=info.height,
+                num_frames=info.num_frames,
+                fps=info.fps,
+                has_audio=info.has_audio,
+                audio=info.audio.__dict__ if info.audio else None,
+                **common,
+            )
+        self.outputs.append(output)
         self._write_manifest()
+        return output
+
+    def add_actions(self, name: str, array: Any, settings: ActionSettings, **about: Any) -> Path:
+        """Write an action file pair `<name>.npy` + `<name>.json` (`helpers.actions.write`: the settings' domain,
+        task, frame rate and units, plus `about`) and add both. Returns the `.npy` path."""
+        about = {"domain_name": settings.domain_name, "task": settings.task, "fps": settings.fps, **about}
+        npy, meta = actions.write(self.path / self.free_stem(name), array, about)
+        for file in (npy, meta):
+            self.add(name, file, settings)
         return npy
 
     def file_for(self, mode: str, suffix: str) -> Path:
@@ -214,7 +206,7 @@ class Run:
         return stem
 
     @contextlib.contextmanager
-    def generation(self, settings: GenerationSettings, name: str | None = None) -> Iterator[Generation]:
+    def generation(self, settings: AudiovisualSettings, name: str | None = None) -> Iterator[Generation]:
         """Time one generation, turn an out-of-memory error into advice, and record what it saves, in files named
         after `name` (default: the settings' mode, as `t2v.mp4`)."""
         environment.peak_memory_gib(reset=True)
@@ -256,7 +248,7 @@ def summary_of(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
 class Generation:
     """Handle given by `Run.generation`: saves the pipeline output and records it."""
 
-    def __init__(self, run: Run, mode: str, settings: GenerationSettings):
+    def __init__(self, run: Run, mode: str, settings: AudiovisualSettings):
         self.run = run
         self.mode = mode
         self.stem = run.free_stem(mode)  # the files' name
@@ -271,7 +263,7 @@ class Generation:
 
     def _record(self, file: Path, seconds: float, extra: dict[str, Any]) -> None:
         extra = {**self.extra, "peak_memory_gib": round(environment.peak_memory_gib(), 3), **extra}
-        self.outputs.append(self.run.record(self.mode, file, self.settings, seconds, **extra))
+        self.outputs.append(self.run.add(self.mode, file, self.settings, seconds, **extra))
 
     def _save_wav(self, sound: Any, rate: int, seconds: float, extra: dict[str, Any]) -> None:
         """The sound as a WAV of exactly the video's length, beside the MP4."""

@@ -1,5 +1,5 @@
 """What the vLLM-Omni notebook needs around its HTTP calls (which it writes out itself): request fields from a
-`GenerationSettings` (every setting is sent, so the server's defaults never decide), an httpx client whose error
+`AudiovisualSettings` (every setting is sent, so the server's defaults never decide), an httpx client whose error
 answers raise `OmniAPIError` with the server's message, and a wait until a server is ready.
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
+from helpers.audiovisual_settings import AudiovisualSettings
 from helpers.errors import CookbookError
-from helpers.presets import GenerationSettings
 
 # openai 2.3-2.8 send `videos.create` as JSON when there is no file; vLLM-Omni reads only forms, so force multipart.
 MULTIPART = {"Content-Type": "multipart/form-data"}
@@ -112,7 +112,7 @@ def server_timing(response: httpx.Response) -> dict[str, float]:
 
 
 def video_fields(
-    settings: GenerationSettings, negative_prompt: str = "", extra_params: dict[str, Any] | None = None
+    settings: AudiovisualSettings, negative_prompt: str = "", extra_params: dict[str, Any] | None = None
 ) -> dict[str, str]:
     """The form fields of a video request for `settings`: every one, so nothing falls to the server's defaults."""
     fields = {
@@ -133,7 +133,7 @@ def video_fields(
 
 
 def image_fields(
-    settings: GenerationSettings, negative_prompt: str = "", extra_params: dict[str, Any] | None = None
+    settings: AudiovisualSettings, negative_prompt: str = "", extra_params: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The `extra_body` of `images.generate`: the Cosmos 3 settings the OpenAI signature has no argument for."""
     body: dict[str, Any] = {

@@ -23,8 +23,8 @@ import httpx
 from tqdm.auto import tqdm
 
 import offline_checkpoints
+from helpers.audiovisual_settings import check_guardrails
 from helpers.errors import CookbookError, InvalidSettingError
-from helpers.presets import check_guardrails
 from local_server import serve
 from local_server.omni_http import EXPLAIN_ERROR, OmniAPIError, wait_for_server
 from local_server.recipes import speed_flags

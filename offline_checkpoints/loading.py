@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import offline_checkpoints
 from helpers import models
+from helpers.audiovisual_settings import check_guardrails
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
-from helpers.presets import check_guardrails
 from offline_checkpoints import NANO_MODEL_NAME, TINY_MODEL_NAME
 from offline_checkpoints.model_names import Source, source_of
 

@@ -10,15 +10,15 @@ from typing import Any
 import numpy as np
 from cookbook_tools import notebooks
 
-from helpers import actions, assets, conditioning, embodiments, media
+from helpers import action_settings, actions, assets, canvases, media
 
 ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR
 
 
 def expected(preset: str, chunks: int) -> tuple[dict[str, tuple[str, int]], dict[str, tuple[int, int]]]:
     """The videos a run writes (name -> (domain, frames)) and its action files (name -> shape)."""
-    car = embodiments.settings_for("forward_dynamics", "av", preset)
-    arm = embodiments.settings_for("forward_dynamics", "droid_lerobot", preset)
+    car = action_settings.settings_for("forward_dynamics", "av", preset)
+    arm = action_settings.settings_for("forward_dynamics", "droid_lerobot", preset)
     videos = {"quickstart": ("av", car.num_frames), "fd_av": ("av", car.num_frames), "fd_av_id": ("av", car.num_frames)}
     for i in range(chunks):
         videos |= {f"fd_droid_chunk{i}": ("droid_lerobot", arm.num_frames)}
@@ -48,9 +48,9 @@ def check_action_run(run_dir: Path, preset: str, seed: int, chunks: int, quickst
     assert listed == set(videos), sorted(listed ^ set(videos))
     for name, (domain, frames) in videos.items():
         info = media.probe(run_dir / f"{name}.mp4")
-        e = embodiments.EMBODIMENTS[domain]
-        tier = quickstart_tier if name == "quickstart" else embodiments.ACTION_PRESETS[preset].tier or e.resolution_tier
-        canvas = conditioning.canvas(info.width, info.height, tier)
+        e = action_settings.EMBODIMENTS[domain]
+        tier = quickstart_tier if name == "quickstart" else action_settings.PRESETS[preset].tier or e.resolution_tier
+        canvas = canvases.canvas(info.width, info.height, tier)
         assert (info.codec, info.num_frames, round(info.fps), info.has_audio) == ("h264", frames, e.fps, False), (
             name,
             info,

@@ -16,10 +16,10 @@ from cookbook_tools import notebooks
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
-from helpers import media, presets
+from helpers import audiovisual_settings, media
 from helpers.assets import notebook_path
 
-ALL_MODES = list(presets.MODES)
+ALL_MODES = list(audiovisual_settings.MODES)
 
 # What each file of a mode must be: (kind, suffix). Sound modes also write the audio as a WAV.
 EXPECTED_FILES = {
@@ -87,7 +87,9 @@ def check_run(
     for out in outputs:
         mode, _, other = out["mode"].partition("-vs-")
         mode, _, shift = mode.partition("-shift")
-        s = presets.settings_for(mode, other or preset, seed=seed, flow_shift=float(shift) if shift else None)
+        s = audiovisual_settings.settings_for(
+            mode, other or preset, seed=seed, flow_shift=float(shift) if shift else None
+        )
         if shift:
             s = dataclasses.replace(s, num_frames=min(s.num_frames, SHORT_FRAMES))
         assert out["settings"]["flow_shift"] == s.flow_shift, f"{out['path']} records the shift it used"
@@ -175,7 +177,7 @@ def check_tuning_run(
     names = [f"{m}-reference" for m in modes] + [f"{m}-{suffix}" for m in modes for suffix in (f"{speed}-first", speed)]
     assert [o["mode"] for o in manifest["outputs"]] == names
     for out in manifest["outputs"]:
-        s = presets.settings_for(out["mode"].split("-")[0], preset, seed=seed)
+        s = audiovisual_settings.settings_for(out["mode"].split("-")[0], preset, seed=seed)
         info = media.probe(run_dir / out["path"])
         assert (info.width, info.height, info.num_frames) == (s.width, s.height, s.num_frames), out["path"]
         assert out["seconds"] > 0

@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
-from helpers import actions, assets, embodiments, media
+from helpers import action_settings, actions, assets, media
 
 # Every test here talks to the session's real vLLM-Omni server.
 pytestmark = pytest.mark.slow
@@ -19,10 +19,10 @@ pytestmark = pytest.mark.slow
 CHUNK = 8
 
 
-def _job(http: httpx.Client, s: embodiments.ActionSettings, upload: tuple, **fields: object) -> dict:
+def _job(http: httpx.Client, s: action_settings.ActionSettings, upload: tuple, **fields: object) -> dict:
     extra = {"action_mode": s.task, "domain_name": s.domain_name, "action_chunk_size": s.chunk_size}
     extra |= {"resolution": str(s.resolution_tier), "use_system_prompt": False, **fields}
-    form = {"model": "tiny", "prompt": embodiments.caption(s, 320, 192), "num_frames": s.num_frames, "fps": s.fps}
+    form = {"model": "tiny", "prompt": action_settings.caption(s, 320, 192), "num_frames": s.num_frames, "fps": s.fps}
     form |= {"num_inference_steps": 1, "seed": 0, "extra_params": json.dumps(extra)}
     job = http.post("/v1/videos", data=form, files={"input_reference": upload}).json()
     while job["status"] in ("queued", "in_progress"):
@@ -42,8 +42,8 @@ def car() -> np.ndarray:
     return actions.read(assets.asset_path("trajectories/av_drive.npy", family="action"))[0][:CHUNK]
 
 
-def _settings(task: str) -> embodiments.ActionSettings:
-    return embodiments.settings_for(task, "av", "smoke", chunk_size=CHUNK)
+def _settings(task: str) -> action_settings.ActionSettings:
+    return action_settings.settings_for(task, "av", "smoke", chunk_size=CHUNK)
 
 
 def test_inverse_dynamics_answers_with_the_actions_and_a_video(http: httpx.Client) -> None:
@@ -64,7 +64,7 @@ def test_the_server_does_not_check_the_action_width_so_the_cookbook_does(
     job = _job(http, _settings("forward_dynamics"), start, action=car[:, :7].tolist())
     assert job["status"] == "completed" and job["action"]["shape"] == [CHUNK, 7]
     with pytest.raises(ValueError, match="actions have 7 columns"):
-        embodiments.check_actions(car[:, :7], _settings("forward_dynamics"))
+        action_settings.check_actions(car[:, :7], _settings("forward_dynamics"))
 
 
 @pytest.mark.parametrize(

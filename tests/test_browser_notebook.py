@@ -17,7 +17,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from helpers import media
 from helpers.assets import notebook_path
-from helpers.presets import MODE_TITLES
+from helpers.audiovisual_settings import MODE_TITLES
 from tests.browser import (
     JupyterLab,
     assert_frames_decode,

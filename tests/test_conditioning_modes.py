@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from generation_form import backends
-from helpers import diffusers_pipe, media, presets, prompts
+from helpers import audiovisual_settings, diffusers_pipe, media, prompts
 from tuning import pipelines
 
 
@@ -33,7 +33,7 @@ def _final_latents(pipe, settings, video) -> torch.Tensor:
 @pytest.mark.slow
 def test_fl2v_keeps_the_encodings_of_the_first_and_the_last_image_whatever_the_seed(tiny_pipe) -> None:
     pipe, _ = tiny_pipe
-    runs = [presets.settings_for("fl2v", "smoke", seed=seed, num_inference_steps=2) for seed in (1, 2)]
+    runs = [audiovisual_settings.settings_for("fl2v", "smoke", seed=seed, num_inference_steps=2) for seed in (1, 2)]
     frames = backends.first_and_last_frames(backends.build_request("fl2v", runs[0]))
     first_latent, last_latent = runs[0].condition_frame_indexes
     assert (first_latent, last_latent) == (0, (17 - 1) // 4)
@@ -69,7 +69,7 @@ def test_first_last_parameter_names_two_existing_images(tmp_path) -> None:
 @pytest.mark.slow
 def test_video_to_video_with_sound_continues_the_clip_and_makes_sound(tiny_pipe) -> None:
     pipe, _ = tiny_pipe
-    s = presets.settings_for("v2v_sound", "smoke", num_inference_steps=1)
+    s = audiovisual_settings.settings_for("v2v_sound", "smoke", num_inference_steps=1)
     out = pipelines.generate(pipe, "a ball", s, video=media.load_video(prompts.conditioning("v2v_sound")))
     assert s.enable_sound and out.sound is not None and out.sound.shape[0] == 2
     assert np.asarray(out.video).shape == (17, 96, 160, 3)
@@ -79,7 +79,7 @@ def test_video_to_video_with_sound_continues_the_clip_and_makes_sound(tiny_pipe)
 def test_the_estimate_at_the_last_step_decodes_to_the_output(tiny_pipe) -> None:
     # What "Look inside the denoising" shows: each step's estimate of the clean video, decoded as the pipeline decodes.
     pipe, _ = tiny_pipe
-    s = presets.settings_for("t2v", "smoke", num_inference_steps=3)
+    s = audiovisual_settings.settings_for("t2v", "smoke", num_inference_steps=3)
     estimates = []
 
     def keep(pipe_, step, timestep, tensors):

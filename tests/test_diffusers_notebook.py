@@ -71,10 +71,10 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(tmp_p
     run_dir = notebooks.run_folder_from(executed)
     assert run_dir.parent == tmp_path / "media"
     # The cleanup cell let go of every reference to the pipeline (form, comparison, output history).
-    assert notebooks.published(executed)["released"] is True
+    assert notebooks.run_info(executed)["pipeline_released"] is True
     check_run(run_dir, ALL_MODES, "smoke", 5, compared=("smoke",), shifts=True)
     # Looking inside the denoising: the estimate after the first step and after the last (smoke: 2 steps).
-    assert notebooks.published(executed)["preview_steps"] == ["step 1", "step 2"]
+    assert notebooks.run_info(executed)["estimate_steps"] == ["step 1", "step 2"]
     # A second run writes a new folder and leaves the first untouched.
     before = {p: p.read_bytes() for p in run_dir.iterdir()}
     again = notebooks.run_folder_from(
@@ -141,7 +141,10 @@ def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path):
         ({"PRESET": "ultra"}, "Unknown preset 'ultra'. Allowed presets: 'smoke'"),
         ({"MODES": "t2v,t2x"}, "Unknown mode 't2x'"),
         ({"IMAGE": "/no/such/image.png", "MODES": "i2v"}, "Conditioning image not found: /no/such/image.png"),
-        ({"SPEED": "ludicrous"}, "SPEED='ludicrous' is not allowed. Allowed values: 'none', 'fast'"),
+        (
+            {"SPEED": "ludicrous"},
+            "SPEED='ludicrous' is not one of the audiovisual notebooks' speeds. Allowed: 'none', 'fast'",
+        ),
         ({"GUARDRAILS": "yes"}, "GUARDRAILS='yes' is not allowed. Allowed values: 'auto', 'on', 'off'"),
         ({"TIER": "1080p"}, "Unknown resolution tier '1080p'. Allowed tiers: '256p', '480p', '720p'"),
         ({"VIDEO": __file__}, "VIDEO="),  # not a video: named before the model loads

@@ -15,7 +15,7 @@ from diffusers.models.attention_dispatch import (
     dispatch_attention_fn,
 )
 
-from helpers import presets
+from helpers import audiovisual_settings
 from tuning import flash_attention, pipelines, speed
 from tuning.pipelines import load_pipeline
 
@@ -61,7 +61,9 @@ def test_short_attention_stays_on_pytorch_and_matches_the_default_backend(causal
 
 
 def _video(pipe) -> np.ndarray:
-    s = presets.settings_for("t2v", "smoke", width=64, height=64, num_frames=9, num_inference_steps=2, seed=5)
+    s = audiovisual_settings.settings_for(
+        "t2v", "smoke", width=64, height=64, num_frames=9, num_inference_steps=2, seed=5
+    )
     # Short prompts: the tiny checkpoint's byte-level tokenizer makes a token of every byte of the JSON ones.
     return pipelines.generate(pipe, "A red ball rolls across a wooden floor.", s, negative_prompt="blurry").video
 

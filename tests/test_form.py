@@ -13,7 +13,7 @@ import pytest
 
 from generation_form import backends, compare
 from generation_form.widget import GenerationForm
-from helpers import media, presets
+from helpers import audiovisual_settings, media
 from helpers.errors import InvalidSettingError, MediaError
 from helpers.runs import Run
 from local_server.server import LocalServer
@@ -181,16 +181,20 @@ def test_comparison_keeps_prompt_and_seed_and_shows_each_variant(tiny_pipe, tmp_
     run = Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
     backend = backends.DiffusersBackend(notebook_call(pipe))
     variants = [
-        compare.Variant("2 steps", backend, presets.settings_for("t2v", "smoke", num_frames=5, seed=1)),
+        compare.Variant("2 steps", backend, audiovisual_settings.settings_for("t2v", "smoke", num_frames=5, seed=1)),
         compare.Variant(
-            "3 steps", backend, presets.settings_for("t2v", "smoke", num_frames=5, seed=1, num_inference_steps=3)
+            "3 steps",
+            backend,
+            audiovisual_settings.settings_for("t2v", "smoke", num_frames=5, seed=1, num_inference_steps=3),
         ),
     ]
     results = compare.compare(run, variants)
     assert [label for label, _ in results] == ["2 steps", "3 steps"]
     assert compare.grid(run, results).data.count("<video") == 2
     with pytest.raises(InvalidSettingError, match="same mode and seed"):
-        compare.compare(run, [variants[0], compare.Variant("x", backend, presets.settings_for("t2v", "smoke", seed=2))])
+        compare.compare(
+            run, [variants[0], compare.Variant("x", backend, audiovisual_settings.settings_for("t2v", "smoke", seed=2))]
+        )
 
 
 @pytest.mark.slow

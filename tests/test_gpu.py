@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from cookbook_tools import notebooks
 
-from helpers import presets
+from helpers import audiovisual_settings
 from tests.action_checks import check_action_run
 from tests.notebook_checks import (
     QUICKSTART_PUBLISHED,
@@ -93,14 +93,14 @@ def test_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Path, rec
     wall = time.perf_counter() - started
     assert error_outputs(executed) == []
     run_dir = notebooks.run_folder_from(executed)
-    published = notebooks.published(executed)
+    info = notebooks.run_info(executed)
     preset = SIZES[size]["PRESET"]
     if name == notebooks.TUNING:
-        manifest = check_tuning_run(run_dir, published["timings"], TUNING_MODES, preset, SEED, wanted["SPEED"])
+        manifest = check_tuning_run(run_dir, info["timings"], TUNING_MODES, preset, SEED, wanted["SPEED"])
     else:
         manifest = check_run(
             run_dir,
-            list(presets.MODES),
+            list(audiovisual_settings.MODES),
             preset,
             SEED,
             shifts=name == DIFFUSERS,
@@ -108,13 +108,14 @@ def test_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Path, rec
         )
     facts = {"notebook": name, "runner": runner, "size": size, "wall_s": round(wall, 1)}
     if name == notebooks.TUNING:
-        facts["timings"] = published["timings"]
+        facts["timings"] = info["timings"]
     elif name == DIFFUSERS:
         assert manifest["info"]["device"].startswith("cuda") and manifest["info"]["dtype"] == "bfloat16"
         # The cleanup cell let go of the pipeline: less than 1 GiB is still allocated in that kernel.
-        assert published["released"] is True and published["allocated_gib"] < 1.0, published
+        freed = info["memory_after_cleanup"]
+        assert info["pipeline_released"] is True and freed["allocated_gib"] < 1.0, info
         facts["peak_gib"] = max(o.get("peak_memory_gib") or 0 for o in manifest["outputs"])  # the quickstart has none
-        facts["allocated_after_cleanup_gib"] = published["allocated_gib"]
+        facts["allocated_after_cleanup_gib"] = freed["allocated_gib"]
     else:
         facts["server_peak_gib"] = round(
             max(o["server_peak_mb"] for o in manifest["outputs"] if "server_peak_mb" in o) / 1024, 2
@@ -197,7 +198,7 @@ def test_cuda_graphs_give_the_image_that_launching_each_kernel_gives(monkeypatch
     _require_cuda()
     pipe = pipelines.load_pipeline("tiny", device="cuda")[0]
     pipelines.apply(pipe, ["compile", "text_kv_cache"])
-    s = presets.settings_for("t2i", "smoke", num_inference_steps=4, seed=SEED)
+    s = audiovisual_settings.settings_for("t2i", "smoke", num_inference_steps=4, seed=SEED)
     prompt = prompts.prompt_text(s)
     same_length = prompt.swapcase()
     longer = prompt.replace('"description": "', '"description": "In overcast light, ', 1)  # still structured JSON

@@ -95,12 +95,12 @@ def test_encoding_is_byte_for_byte_reproducible_after_pipeline_work(tiny_pipe, t
     libx264's default preset broke this (decoded frames up to 60 levels apart), most often for pipeline output
     encoded right after other media work; so: several sizes, interleaved with decoding and generation.
     """
-    from helpers import presets
+    from helpers import audiovisual_settings
     from tuning import pipelines
 
     pipe, _ = tiny_pipe
     for width, height in [(160, 96), (192, 96), (64, 64)]:
-        s = presets.settings_for("t2v", "smoke", num_frames=9, width=width, height=height)
+        s = audiovisual_settings.settings_for("t2v", "smoke", num_frames=9, width=width, height=height)
         digests, decoded = set(), []
         for i in range(6):
             frames = pipelines.generate(pipe, "a harbor", s).video

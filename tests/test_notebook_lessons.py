@@ -16,18 +16,19 @@ DIFFUSERS, VLLM, TUNING = "run_with_diffusers.ipynb", "run_with_vllm_omni.ipynb"
 PUBLISHED = {"height": 480, "width": 832, "num_frames": 189, "num_inference_steps": 35, "fps": 24, "guidance": 6.0}
 
 
-def _section(name: str, heading: str) -> tuple[str, str]:
-    """(markdown, code) of the cells under a `## ` heading, up to the next one."""
+def _quickstart(name: str) -> tuple[str, str]:
+    """(markdown, code) of the quickstart: the cell tagged `quickstart`, and the text between it and the code before."""
     cells = nbformat.read(notebook_path(name), as_version=4).cells
-    start = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith(heading))
-    end = next(
-        (i for i in range(start + 1, len(cells)) if cells[i].source.startswith("## ")),
-        len(cells),
-    )
-    part = cells[start:end]
-    return (
-        "\n".join(c.source for c in part if c.cell_type == "markdown"),
-        "\n".join(c.source for c in part if c.cell_type == "code"),
+    at = next(i for i, c in enumerate(cells) if "quickstart" in c.metadata.get("tags", []))
+    start = max(i for i in range(at) if cells[i].cell_type == "code") + 1
+    return "\n".join(c.source for c in cells[start:at]), cells[at].source
+
+
+def _mode_cell(name: str, mode: str) -> str:
+    """The tour's code cell that makes `mode`: the first that names it and calls `generate`."""
+    cells = nbformat.read(notebook_path(name), as_version=4).cells
+    return next(
+        c.source for c in cells if c.cell_type == "code" and f'"{mode}"' in c.source and "generate(" in c.source
     )
 
 
@@ -50,7 +51,7 @@ def _literal_keywords(call: ast.Call) -> dict[str, object]:
 
 
 def test_the_diffusers_quickstart_is_the_published_call_with_literal_numbers():
-    _, code = _section(DIFFUSERS, "## Quickstart")
+    _, code = _quickstart(DIFFUSERS)
     assert "Cosmos3OmniPipeline.from_pretrained(" in code
     (scheduler,) = _calls(code, "from_config")
     assert _literal_keywords(scheduler) == {"use_karras_sigmas": False, "flow_shift": 10.0}
@@ -79,8 +80,11 @@ def _curl_fields(markdown: str) -> dict[str, str]:
 
 
 def test_the_vllm_quickstart_sends_what_its_curl_shows_and_shows_the_published_launch_command():
-    markdown, code = _section(VLLM, "## Quickstart")
-    assert "docker run" in markdown and "vllm serve nvidia/Cosmos3-Nano --omni" in markdown
+    markdown, code = _quickstart(VLLM)
+    launch = "\n".join(
+        c.source for c in nbformat.read(notebook_path(VLLM), as_version=4).cells if c.cell_type == "markdown"
+    )
+    assert "docker run" in launch and "vllm serve nvidia/Cosmos3-Nano --omni" in launch
     curl = _curl_fields(markdown)
     (post,) = _calls(code, "post")
     (data,) = [k.value for k in post.keywords if k.arg == "data"]
@@ -107,26 +111,22 @@ def test_the_tour_writes_the_call_once_and_each_mode_shows_what_it_adds():
     for name, added in [
         (
             DIFFUSERS,
-            {"## Image to video": "image", "## Video to video": "video", "## Video with sound": "enable_sound"},
+            {"i2v": "image", "v2v": "video", "t2v_sound": "enable_sound"},
         ),
         (
             VLLM,
-            {
-                "## Image to video": "files",
-                "## Video to video": "extra_params",
-                "## Video with sound": "generate_sound",
-            },
+            {"i2v": "files", "v2v": "extra_params", "t2v_sound": "generate_sound"},
         ),
     ]:
-        for heading, keyword in added.items():
-            calls = _calls(_section(name, heading)[1], "generate")
-            assert calls and all(keyword in {k.arg for k in c.keywords} for c in calls), (name, heading)
+        for mode, keyword in added.items():
+            calls = _calls(_mode_cell(name, mode), "generate")
+            assert calls and all(keyword in {k.arg for k in c.keywords} for c in calls), (name, mode)
 
 
 def test_the_main_pair_uses_only_diffusers_public_switches_and_the_tuning_notebook_the_cookbooks_own():
     code = _code(DIFFUSERS)
     used = set(re.findall(r"\bspeeds\.(\w+)", code))
-    assert used <= {"public_switches", "configure_allocator", "PUBLIC_SPEEDS"}, used
+    assert used <= {"public_switches", "configure_allocator", "meaning"}, used
     assert "torch.compile(" not in code and "compile_repeated_blocks(" in code
     tuning = set(re.findall(r"\bspeed\.(\w+)", _code(TUNING)))
     assert {"cache_text_keys_values", "replay_steps_as_cuda_graphs", "use_flash_attention"} <= tuning

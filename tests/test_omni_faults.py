@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from helpers import media, presets, runs
+from helpers import audiovisual_settings, media, runs
 from helpers.errors import CookbookError
 from local_server import omni_http, serve
 from local_server.omni_http import OmniAPIError, ServerUnavailableError
@@ -32,12 +32,12 @@ from local_server.server import (
 )
 from tests.conftest import SERVER_KEY
 
-SMALL = presets.settings_for(
+SMALL = audiovisual_settings.settings_for(
     "t2v", "smoke", width=64, height=64, num_frames=5, num_inference_steps=1, guidance_scale=1.0
 )
 
 
-def sync_video(http: httpx.Client, prompt: str, settings: presets.GenerationSettings) -> httpx.Response:
+def sync_video(http: httpx.Client, prompt: str, settings: audiovisual_settings.AudiovisualSettings) -> httpx.Response:
     return http.post("/v1/videos/sync", data={"model": "tiny", "prompt": prompt, **omni_http.video_fields(settings)})
 
 
@@ -87,7 +87,7 @@ def test_an_error_answer_raises_with_the_servers_message_and_parameter(omni_serv
 # A request the tiny checkpoint denoises for about 15 s on two idle cores, one step every quarter second: long enough
 # that a test acting when the first step is logged acts mid-generation. (vLLM-Omni 0.30.0's UniPC scheduler fails
 # on 134 steps or more at the smoke size with `assert self.this_order > 0`, so a longer run is no way to slow it.)
-SLOW = presets.settings_for("t2v", "smoke", width=320, height=192, num_frames=33, num_inference_steps=60)
+SLOW = audiovisual_settings.settings_for("t2v", "smoke", width=320, height=192, num_frames=33, num_inference_steps=60)
 STEP_LOGGED = re.compile(rf"\b([1-9]\d*)/{SLOW.num_inference_steps} \[")
 PIPELINE_ERROR = {"extra_params": json.dumps({"negative_metadata_mode": "sideways"})}  # refused inside the pipeline
 

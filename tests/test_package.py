@@ -94,14 +94,14 @@ LAYERS = [
     {"helpers.errors"},
     {
         "helpers.assets",
-        "helpers.conditioning",
+        "helpers.canvases",
         "helpers.media",
         "helpers.models",
         "helpers.speeds",
         "helpers.schedules",
     },
-    {"helpers.actions", "helpers.controls", "helpers.embodiments", "helpers.trajectories"},
-    {"helpers.presets", "helpers.environment", "helpers.display"},
+    {"helpers.actions", "helpers.transfer_settings", "helpers.action_settings", "helpers.trajectories"},
+    {"helpers.audiovisual_settings", "helpers.environment", "helpers.display"},
     {"helpers.prompts", "helpers.runs", "helpers.diffusers_pipe"},
 ]
 

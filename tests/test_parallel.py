@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import diffusers_pipe, media, presets, prompts, runs
+from helpers import audiovisual_settings, diffusers_pipe, media, prompts, runs
 from helpers.errors import InvalidSettingError
 from tuning import pipelines, speed
 from tuning.several_gpus import launch, layout
@@ -134,7 +134,7 @@ def reference(tiny_pipe):
     pipe, _ = tiny_pipe
     outputs = {}
     for mode in MODES:
-        s = presets.settings_for(mode, "smoke", num_inference_steps=STEPS, seed=0)
+        s = audiovisual_settings.settings_for(mode, "smoke", num_inference_steps=STEPS, seed=0)
         outputs[mode] = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
     return outputs
 
@@ -177,7 +177,7 @@ def _notebook_run(pipe, checkpoint, output_dir: Path) -> tuple[runs.Run, dict[st
     run.sample_rate = diffusers_pipe.sample_rate(pipe)
     run.note(**checkpoint.info(), speed="none", switches=list(speed.switches("none")))
     frames = {}
-    for mode, s in presets.settings_for_modes(",".join(MODES), "smoke", seed=0).items():
+    for mode, s in audiovisual_settings.settings_for_modes(",".join(MODES), "smoke", seed=0).items():
         with run.generation(s) as gen:
             output = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
             gen.save(output)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from helpers import media, presets, prompts
+from helpers import audiovisual_settings, media, prompts
 from helpers.errors import InvalidSettingError
 
 # Words of the kind the Cosmos guardrail blocklist rejects (NVIDIA's own negative prompt tripped on the first two).
@@ -24,13 +24,13 @@ BLOCKLIST_STYLE = [
 ]
 
 
-@pytest.mark.parametrize("mode", presets.MODES)
+@pytest.mark.parametrize("mode", audiovisual_settings.MODES)
 def test_every_mode_has_a_long_structured_prompt_with_a_title(mode):
     caption = prompts.load(mode)
     assert prompts.COOKBOOK_KEY not in caption
     assert prompts.about(mode)["title"]
     assert prompts.count_words(caption) >= 250
-    text = prompts.prompt_text(presets.settings_for(mode, "default"))
+    text = prompts.prompt_text(audiovisual_settings.settings_for(mode, "default"))
     assert prompts.is_structured(text) and prompts.COOKBOOK_KEY not in text
 
 
@@ -56,10 +56,10 @@ def test_unconditioned_modes_have_no_conditioning():
 
 
 def test_metadata_uses_vllm_omni_keys_and_formats():
-    video = json.loads(prompts.prompt_text(presets.settings_for("t2v", "default")))
+    video = json.loads(prompts.prompt_text(audiovisual_settings.settings_for("t2v", "default")))
     assert video["resolution"] == {"H": 480, "W": 832}
     assert (video["duration"], video["fps"]) == ("7s", 24.0)  # int(189 / 24) seconds, as vLLM-Omni writes it
-    image = json.loads(prompts.prompt_text(presets.settings_for("t2i", "default")))
+    image = json.loads(prompts.prompt_text(audiovisual_settings.settings_for("t2i", "default")))
     assert image["resolution"] == {"H": 1024, "W": 1024}
     assert "duration" not in image and "fps" not in image
 

@@ -19,7 +19,7 @@ import torch
 from transformers import AutoTokenizer
 
 import offline_checkpoints as tiny_checkpoint
-from helpers import diffusers_pipe, presets, prompts
+from helpers import audiovisual_settings, diffusers_pipe, prompts
 from helpers.errors import SoundNotSupportedError
 from tuning import pipelines
 
@@ -193,7 +193,7 @@ def test_the_diffusers_pipeline_runs_vllm_omnis_schedule_step_for_step(tiny_pipe
         seen.setdefault("timesteps", pipe.scheduler.timesteps[:3].tolist())
         return tensors
 
-    s = presets.settings_for("t2i", "smoke", num_inference_steps=35, flow_shift=shift, width=32, height=32)
+    s = audiovisual_settings.settings_for("t2i", "smoke", num_inference_steps=35, flow_shift=shift, width=32, height=32)
     pipelines.generate(pipe, "a harbor", s, on_step_end=record)
     want_sigmas, want_timesteps = VLLM_OMNI_SCHEDULE[shift]
     assert seen["sigmas"] == pytest.approx(want_sigmas, abs=1e-6) and seen["timesteps"] == want_timesteps
@@ -254,7 +254,7 @@ def test_loaded_tiny_pipeline_reports_cpu_float32_no_guardrails_and_sound(tiny_p
 @pytest.mark.parametrize("mode", ["t2i", "t2v", "t2v_sound"])
 def test_every_output_shape_follows_the_settings(tiny_pipe, mode):
     pipe, _ = tiny_pipe
-    s = presets.settings_for(mode, "smoke")
+    s = audiovisual_settings.settings_for(mode, "smoke")
     out = pipelines.generate(pipe, '{"caption": "a harbor"}', s)
     assert out.video.shape == (s.num_frames, s.height, s.width, 3)
     assert (out.sound is not None) == s.enable_sound
@@ -266,7 +266,7 @@ def test_same_seed_same_frames_other_seed_other_frames(tiny_pipe):
     pipe, _ = tiny_pipe
     runs = []
     for seed in (3, 3, 4):
-        s = presets.settings_for("t2v", "smoke", seed=seed, num_frames=5)
+        s = audiovisual_settings.settings_for("t2v", "smoke", seed=seed, num_frames=5)
         runs.append(pipelines.generate(pipe, "a harbor", s).video)
     assert np.array_equal(runs[0], runs[1])
     assert not np.array_equal(runs[0], runs[2])
@@ -274,12 +274,12 @@ def test_same_seed_same_frames_other_seed_other_frames(tiny_pipe):
 
 def test_flow_shift_follows_the_mode_and_changes_the_output(tiny_pipe):
     pipe, _ = tiny_pipe
-    s = presets.settings_for("t2v", "smoke", num_frames=5, num_inference_steps=2)
+    s = audiovisual_settings.settings_for("t2v", "smoke", num_frames=5, num_inference_steps=2)
     video = pipelines.generate(pipe, "a harbor", s).video
     assert pipe.scheduler.config.flow_shift == 10.0
-    pipelines.generate(pipe, "a harbor", presets.settings_for("t2i", "smoke", num_inference_steps=2))
+    pipelines.generate(pipe, "a harbor", audiovisual_settings.settings_for("t2i", "smoke", num_inference_steps=2))
     assert pipe.scheduler.config.flow_shift == 3.0
-    shifted = presets.settings_for("t2v", "smoke", num_frames=5, num_inference_steps=2, flow_shift=3.0)
+    shifted = audiovisual_settings.settings_for("t2v", "smoke", num_frames=5, num_inference_steps=2, flow_shift=3.0)
     assert not np.array_equal(pipelines.generate(pipe, "a harbor", shifted).video, video)
 
 
@@ -319,7 +319,7 @@ def test_qwen_tokenizer_is_exact_and_offline(qwen):
         assert qwen(text, add_special_tokens=False)["input_ids"] == expected, text
         assert qwen.decode(expected) == text
     # The cookbook's own prompts are long: they are what makes text cost as much as video at 256p.
-    s = presets.settings_for("t2v", "default")
+    s = audiovisual_settings.settings_for("t2v", "default")
     assert 1_200 < len(qwen(prompts.prompt_text(s))["input_ids"]) < 2_200
 
 
@@ -367,5 +367,5 @@ def test_sound_on_a_checkpoint_without_sound_fails_before_generating(tmp_path):
     silent.save_pretrained(tmp_path / "silent")
     pipe = Cosmos3OmniPipeline.from_pretrained(tmp_path / "silent", enable_safety_checker=False)
     with pytest.raises(SoundNotSupportedError, match="no sound tokenizer"):
-        pipelines.generate(pipe, "a harbor", presets.settings_for("t2v_sound", "smoke"))
+        pipelines.generate(pipe, "a harbor", audiovisual_settings.settings_for("t2v_sound", "smoke"))
     assert torch.is_tensor(next(pipe.transformer.parameters()))

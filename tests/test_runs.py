@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import media, presets, runs
+from helpers import audiovisual_settings, media, runs
 from helpers.errors import MediaError, OutOfMemoryAdviceError, SoundNotSupportedError
 
 
@@ -28,7 +28,7 @@ def test_each_run_gets_its_own_folder(tmp_path):
 
 def test_manifest_lists_what_the_files_hold(tmp_path):
     run = runs.Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
-    s = presets.settings_for("t2v_sound", "smoke", seed=9)
+    s = audiovisual_settings.settings_for("t2v_sound", "smoke", seed=9)
     with run.generation(s) as gen:
         gen.save(_output(s))
     manifest = json.loads(run.manifest_path.read_text())
@@ -49,7 +49,7 @@ def test_manifest_lists_what_the_files_hold(tmp_path):
 def test_generating_a_mode_again_keeps_the_first_files(tmp_path):
     """The form's Generate pressed twice on one mode: both videos (and their WAVs) stay, each listed once."""
     run = runs.Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
-    first, second = (presets.settings_for("t2v_sound", "smoke", seed=seed) for seed in (1, 2))
+    first, second = (audiovisual_settings.settings_for("t2v_sound", "smoke", seed=seed) for seed in (1, 2))
     for s in (first, second):
         with run.generation(s) as gen:
             gen.save(_output(s, seed=s.seed))
@@ -68,7 +68,7 @@ def test_generating_a_mode_again_keeps_the_first_files(tmp_path):
 
 def test_a_failed_generation_adds_nothing_to_the_manifest(tmp_path):
     run = runs.Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
-    s = presets.settings_for("t2v", "smoke")
+    s = audiovisual_settings.settings_for("t2v", "smoke")
     with pytest.raises(RuntimeError, match="boom"), run.generation(s):
         raise RuntimeError("boom")
     with pytest.raises(MediaError, match="without saving"), run.generation(s):
@@ -79,7 +79,7 @@ def test_a_failed_generation_adds_nothing_to_the_manifest(tmp_path):
 
 def test_sound_asked_but_missing_is_an_error_not_a_silent_file(tmp_path):
     run = runs.Run.create(tmp_path, backend="diffusers", model="tiny", sample_rate=48000)
-    s = presets.settings_for("t2v_sound", "smoke")
+    s = audiovisual_settings.settings_for("t2v_sound", "smoke")
     with pytest.raises(SoundNotSupportedError), run.generation(s) as gen:
         gen.save(_output(s, sound=False))
     assert sorted(p.name for p in run.path.iterdir()) == ["manifest.json"]
@@ -88,7 +88,7 @@ def test_sound_asked_but_missing_is_an_error_not_a_silent_file(tmp_path):
 @pytest.mark.parametrize(("preset", "advice"), [("quality", "PRESET='default'"), ("default", "PRESET='draft'")])
 def test_out_of_memory_names_a_smaller_preset(tmp_path, preset, advice):
     run = runs.Run.create(tmp_path, backend="diffusers", model="nvidia/Cosmos3-Nano")
-    s = presets.settings_for("t2v", preset)
+    s = audiovisual_settings.settings_for("t2v", preset)
     with pytest.raises(OutOfMemoryAdviceError) as err, run.generation(s):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
     assert advice in str(err.value) and "CUDA out of memory" in str(err.value)
@@ -104,7 +104,7 @@ def test_an_output_dir_that_cannot_be_written_names_the_parameter(tmp_path):
 def test_bytes_from_a_server_are_stored_and_a_video_with_sound_also_gets_its_wav(tmp_path):
     from helpers import media
 
-    s = presets.settings_for("t2v_sound", "smoke", seed=2)
+    s = audiovisual_settings.settings_for("t2v_sound", "smoke", seed=2)
     source = media.write_video(
         tmp_path / "served.mp4", _output(s).video, s.fps, audio=_output(s).sound, sample_rate=48000
     )
@@ -118,10 +118,10 @@ def test_bytes_from_a_server_are_stored_and_a_video_with_sound_also_gets_its_wav
 
 
 def test_action_files_are_listed_as_pairs_with_their_settings_and_never_overwritten(tmp_path):
-    from helpers import actions, embodiments
+    from helpers import action_settings, actions
 
     run = runs.Run.create(tmp_path, backend="diffusers", model="tiny")
-    s = embodiments.settings_for("inverse_dynamics", "av", "smoke", seed=2)
+    s = action_settings.settings_for("inverse_dynamics", "av", "smoke", seed=2)
     first = run.add_actions("id_av", np.zeros((60, 9)), s, units="m")
     second = run.add_actions("id_av", np.ones((60, 9)), s, units="m")
     assert (first.name, second.name) == ("id_av.npy", "id_av-2.npy")

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from helpers import presets, prompts, speeds
+from helpers import audiovisual_settings, prompts, speeds
 from helpers.errors import InvalidSettingError
 from tuning import pipelines, speed
 from tuning.pipelines import load_pipeline
@@ -22,7 +22,7 @@ def _fresh_pipe():
 
 
 def _generate(pipe, mode: str = "t2v_sound", steps: int = 3, image=None):
-    s = presets.settings_for(mode, "smoke", num_inference_steps=steps, seed=7)
+    s = audiovisual_settings.settings_for(mode, "smoke", num_inference_steps=steps, seed=7)
     out = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt(), image=image)
     return out.video, out.sound
 
@@ -108,7 +108,7 @@ def test_text_kv_cache_writes_the_next_prompt_of_the_same_length_into_the_keys_i
 
     reference, cached = _fresh_pipe(), _fresh_pipe()
     speed.cache_text_keys_values(cached)
-    s = presets.settings_for("t2i", "smoke", num_inference_steps=3, seed=7)
+    s = audiovisual_settings.settings_for("t2i", "smoke", num_inference_steps=3, seed=7)
     first = prompts.prompt_text(s)
     second = first.swapcase()  # the tiny checkpoint's tokenizer has one token per byte: the same length
 
@@ -246,7 +246,7 @@ def test_fast_keeps_generating_across_many_sizes_and_modes():
     sizes = [(64, 64), (96, 64), (128, 64), (64, 96), (128, 96), (160, 96), (96, 128), (192, 128), (128, 160)]
     for i, (width, height) in enumerate(sizes):
         mode = "t2i" if i % 3 == 0 else "t2v"
-        s = presets.settings_for(mode, "smoke", width=width, height=height, num_inference_steps=2, seed=i)
+        s = audiovisual_settings.settings_for(mode, "smoke", width=width, height=height, num_inference_steps=2, seed=i)
         out = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
         assert np.asarray(out.video).shape[-3:-1] == (height, width)
 
@@ -285,6 +285,6 @@ def test_edge_runs_with_every_speed(speed_name):
     pipe = load_pipeline("tiny-edge", device="cpu", speed=speed_name)[0]
     assert pipe.transformer.config.hidden_act == "relu2" and not hasattr(pipe.transformer.layers[0].mlp, "gate_proj")
     for mode in ("t2v", "t2i"):
-        s = presets.settings_for(mode, "smoke", num_inference_steps=2, seed=7)
+        s = audiovisual_settings.settings_for(mode, "smoke", num_inference_steps=2, seed=7)
         video = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt(mode)).video
         assert video.shape == (s.num_frames, s.height, s.width, 3) and np.isfinite(video).all()

@@ -17,7 +17,7 @@ from cookbook_tools import notebooks
 from cookbook_tools.lessons import cell
 from PIL import Image
 
-from helpers import assets, controls, media, prompts
+from helpers import assets, media, prompts, transfer_settings
 from helpers.assets import notebook_path
 from tests.conftest import SERVER_KEY
 from tests.lesson_cells import run_outside_the_cookbook
@@ -130,7 +130,7 @@ def test_the_two_notebooks_give_the_same_videos_for_one_control(
     ("parameters", "message"),
     [
         ({"PRESET": "huge"}, "PRESET='huge' is not a transfer preset. Allowed: 'smoke', 'draft', 'default'"),
-        ({"SPEED": "turbo"}, "SPEED='turbo' is not measured on transfer tasks"),
+        ({"SPEED": "turbo"}, "SPEED='turbo' is not one of the transfer notebooks' speeds"),
     ],
 )
 def test_bad_parameters_stop_the_notebook_before_loading_or_starting_a_server(
@@ -164,10 +164,10 @@ def test_the_benchmark_runs_the_notebooks_transfer_on_the_notebooks_pipeline(
     import transfer_tasks
     from cookbook_tools import lessons
 
-    s = controls.settings_for("depth", "smoke")
+    s = transfer_settings.settings_for("depth", "smoke")
     pipe = transfer_tasks.load("tiny", device="cpu", guardrails="off")
     transfer = lessons.define(TRANSFER_DIFFUSERS, pipe=pipe)["transfer"]
-    depth = controls.load_control(assets.assets_dir("transfer") / "controls" / "street_depth.mp4", "depth", 9)
+    depth = transfer_settings.load_control(assets.assets_dir("transfer") / "controls" / "street_depth.mp4", "depth", 9)
     fitted = {"depth": [media.fit_frame(f, 320, 192) for f in depth]}
     video = transfer(s, fitted, PROMPT, prompts.negative_prompt())
     ours = media.read_frames(media.write_video(tmp_path / "depth.mp4", video, s.fps))
@@ -211,7 +211,7 @@ def _write_street_edges(folder: Path) -> None:
 def _then(call: str, result: str) -> str:
     """The reader's own code after the lesson cells: the smoke edge settings as a plain object, one `transfer` call
     with the quickstart's prompt, negative prompt and control, and a RESULT line."""
-    settings = dataclasses.asdict(controls.settings_for("edge", "smoke"))
+    settings = dataclasses.asdict(transfer_settings.settings_for("edge", "smoke"))
     return f"""
 import base64, json, types
 import numpy as np

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import assets, controls, media
+from helpers import assets, media, transfer_settings
 
 # Every test here talks to the session's real vLLM-Omni server.
 pytestmark = pytest.mark.slow
@@ -76,7 +76,7 @@ def test_transfer_with_sound_fails_the_job_so_the_cookbook_refuses_it_first(http
     job = _finish(http, _send(http, {"control_reference": _upload(clip)}, generate_sound=True))
     assert job["status"] == "failed" and "sound" in job["error"]["message"].lower(), job
     with pytest.raises(ValueError, match="generate_sound cannot be combined with control videos"):
-        controls.settings_for("edge", "smoke", generate_sound=True)
+        transfer_settings.settings_for("edge", "smoke", generate_sound=True)
 
 
 def test_the_server_resizes_a_control_of_another_shape_and_cuts_the_clip_to_a_short_one(
@@ -95,7 +95,7 @@ def test_the_server_resizes_a_control_of_another_shape_and_cuts_the_clip_to_a_sh
     ("hint", "derive"),
     [
         ("edge", lambda frames: [Image.fromarray(cv2.Canny(np.asarray(f), 100, 200)).convert("RGB") for f in frames]),
-        ("blur", controls.blur_map),
+        ("blur", transfer_settings.blur_map),
     ],
 )
 def test_the_servers_own_edge_and_blur_are_the_notebooks(http: httpx.Client, clip: list, hint, derive, tmp_path):
@@ -110,7 +110,9 @@ def test_the_servers_own_edge_and_blur_are_the_notebooks(http: httpx.Client, cli
 def test_the_server_weighs_several_controls(http: httpx.Client, clip: list, tmp_path) -> None:
     # vLLM-Omni's `control_weight` (per hint, normalised over the hints) weighs each control's attention pass.
     # Diffusers has no such field: one reason two controls give different videos on the two backends.
-    depth = controls.load_control(assets.asset_path("controls/street_depth.mp4", family="transfer"), "depth", FRAMES)
+    depth = transfer_settings.load_control(
+        assets.asset_path("controls/street_depth.mp4", family="transfer"), "depth", FRAMES
+    )
     files = {"input_reference": _upload(clip, "source.mp4")}
     files["control_reference"] = _upload([f.resize(CANVAS) for f in depth])
     equal, weighted = (

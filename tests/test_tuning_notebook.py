@@ -22,14 +22,14 @@ def test_fast_is_timed_against_the_reference_and_keeps_the_output(tmp_path):
         {"MODEL": "tiny", "PRESET": "smoke", "SPEED": "fast", "SEED": 2, "OUTPUT_DIR": str(tmp_path / "media")},
     )
     assert error_outputs(executed) == []
-    published = notebooks.published(executed)
-    check_tuning_run(notebooks.run_folder_from(executed), published["timings"], ["t2v", "t2i"], "smoke", 2, "fast")
+    info = notebooks.run_info(executed)
+    check_tuning_run(notebooks.run_folder_from(executed), info["timings"], ["t2v", "t2i"], "smoke", 2, "fast")
     # The several-GPU section, with GPUS=1, prints the torchrun command and runs nothing.
     printed = "".join(
         o.get("text", "") for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", [])
     )
     assert "-m tuning.several_gpus" in printed and "GPUS=1" in printed
-    assert published["allocated_gib"] < 0.1
+    assert info["memory_after_cleanup"]["allocated_gib"] < 0.1
 
 
 def test_a_speed_the_notebook_does_not_know_stops_it_before_loading(tmp_path):

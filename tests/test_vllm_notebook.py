@@ -36,7 +36,7 @@ pytestmark = pytest.mark.notebook
 
 def _execute(name: str, out: Path, **parameters: object) -> tuple[Path, dict]:
     executed = notebooks.execute(name, out / name, {**SMOKE, "OUTPUT_DIR": str(out / "media"), **parameters})
-    return notebooks.run_folder_from(executed), notebooks.published(executed)
+    return notebooks.run_folder_from(executed), notebooks.run_info(executed)
 
 
 @pytest.fixture(scope="module")
@@ -108,13 +108,13 @@ def seed_difference(tiny_pipe, tmp_path_factory: pytest.TempPathFactory) -> floa
     the decoded frames, 0-255): the scale against which the two backends' agreement is judged."""
     from cookbook_tools import lessons
 
-    from helpers import presets, prompts
+    from helpers import audiovisual_settings, prompts
 
     generate = lessons.define("run_with_diffusers.ipynb", pipe=tiny_pipe[0])["generate"]  # the notebook's own call
     folder = tmp_path_factory.mktemp("seeds")
     frames = []
     for seed in (0, 1):
-        s = presets.settings_for("t2v", "smoke", seed=seed)
+        s = audiovisual_settings.settings_for("t2v", "smoke", seed=seed)
         out = generate(s, prompts.prompt_text(s), prompts.negative_prompt())
         frames.append(media.read_frames(media.write_video(folder / f"seed{seed}.mp4", out.video, s.fps)))
     return mean_frame_difference(*frames)

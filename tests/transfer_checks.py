@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 from cookbook_tools import notebooks
 
-from helpers import assets, controls, media
+from helpers import assets, media, transfer_settings
 
 TRANSFER_DIFFUSERS, TRANSFER_VLLM = notebooks.TRANSFER_PAIR
 # The videos of a run (name -> hints); each but the quickstart has a `<name>_control.mp4` preview beside it.
@@ -47,7 +47,7 @@ def check_transfer_run(run_dir: Path, preset: str, seed: int, quickstart: tuple[
     info = media.probe(run_dir / "quickstart.mp4")
     assert (info.width, info.height, info.num_frames, round(info.fps)) == (*quickstart, 30), info
     for name, hints in VIDEOS.items():
-        s = controls.settings_for(list(hints), preset)
+        s = transfer_settings.settings_for(list(hints), preset)
         width, height = s.canvas(832, 480)
         video, preview = (media.probe(run_dir / f"{stem}.mp4") for stem in (name, f"{name}_control"))
         assert (video.codec, video.width, video.height, video.num_frames, round(video.fps), video.has_audio) == (
@@ -66,7 +66,7 @@ def check_transfer_run(run_dir: Path, preset: str, seed: int, quickstart: tuple[
         assert settings["hints"] == "+".join(hints) and outputs[f"{name}.mp4"]["seed"] == seed
         assert settings["control_guidance"] == s.control_guidance and outputs[f"{name}.mp4"]["seconds"] > 0
         assert settings["num_chunks"] == (2 if name == "edge_chunked" else 1), settings
-    s = controls.settings_for("edge", preset)
+    s = transfer_settings.settings_for("edge", preset)
     size = s.canvas(832, 480)
     canny = np.stack([cv2.Canny(np.asarray(f), 100, 200) for f in _fitted_source(size, s.num_frames)])
     edge = media.read_frames(run_dir / "edge_control.mp4")

@@ -29,8 +29,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from helpers import diffusers_pipe
+from helpers.audiovisual_settings import AudiovisualSettings
 from helpers.errors import InvalidSettingError
-from helpers.presets import GenerationSettings
 from offline_checkpoints.loading import Checkpoint, resolve
 from tuning import speed as speeds
 
@@ -250,7 +250,7 @@ def scheduler_for(pipe: Cosmos3OmniPipeline, flow_shift: float) -> Any:
 def generate(
     pipe: Cosmos3OmniPipeline,
     prompt: str,
-    settings: GenerationSettings,
+    settings: AudiovisualSettings,
     *,
     negative_prompt: str = "",
     image: Any = None,

@@ -24,7 +24,7 @@ import numpy as np
 import result_file
 from cookbook_tools import lessons
 
-from helpers import actions, assets, embodiments, environment, media
+from helpers import action_settings, actions, assets, environment, media
 from tuning import pipelines
 
 ROUNDS = {
@@ -34,22 +34,22 @@ ROUNDS = {
 }
 
 
-def tasks(preset: str) -> list[tuple[str, embodiments.ActionSettings, object, np.ndarray | None]]:
+def tasks(preset: str) -> list[tuple[str, action_settings.ActionSettings, object, np.ndarray | None]]:
     folder = assets.assets_dir("action")
     car = actions.read(folder / "trajectories" / "av_drive.npy")[0]
     arm = actions.DROID_NORMALIZATION.normalize(actions.read(folder / "trajectories" / "droid_pick.npy")[0][:16])
     road, table = (media.load_image(folder / "images" / f"{n}_start.png") for n in ("av_drive", "droid_pick"))
     drive, pick = (media.load_video(folder / "videos" / f"{n}.mp4") for n in ("av_drive", "droid_pick"))
     return [
-        ("fd_av", embodiments.settings_for("forward_dynamics", "av", preset), road, car),
-        ("id_av", embodiments.settings_for("inverse_dynamics", "av", preset), drive, None),
-        ("fd_droid", embodiments.settings_for("forward_dynamics", "droid_lerobot", preset), table, arm),
-        ("id_droid", embodiments.settings_for("inverse_dynamics", "droid_lerobot", preset), pick[:17], None),
-        ("policy_droid", embodiments.settings_for("policy", "droid_lerobot", preset), table, None),
+        ("fd_av", action_settings.settings_for("forward_dynamics", "av", preset), road, car),
+        ("id_av", action_settings.settings_for("inverse_dynamics", "av", preset), drive, None),
+        ("fd_droid", action_settings.settings_for("forward_dynamics", "droid_lerobot", preset), table, arm),
+        ("id_droid", action_settings.settings_for("inverse_dynamics", "droid_lerobot", preset), pick[:17], None),
+        ("policy_droid", action_settings.settings_for("policy", "droid_lerobot", preset), table, None),
     ]
 
 
-def fitted(s: embodiments.ActionSettings, picture: object) -> object:
+def fitted(s: action_settings.ActionSettings, picture: object) -> object:
     """The start picture, or the clip for inverse dynamics, on the tier's canvas, as the notebook hands it to `act`."""
     clip = picture if isinstance(picture, list) else [picture]
     width, height = s.canvas(*clip[0].size)
@@ -60,7 +60,7 @@ def fitted(s: embodiments.ActionSettings, picture: object) -> object:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="nano-random")
-    parser.add_argument("--preset", default="default", choices=list(embodiments.ACTION_PRESETS))
+    parser.add_argument("--preset", default="default", choices=list(action_settings.PRESETS))
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from helpers import presets
+from helpers import audiovisual_settings
 from tuning import flash_attention
 
 # Our prompts' lengths in Qwen tokens (gpu_benchmark.py counts them): conditional per mode, and the negative prompt.
@@ -36,7 +36,7 @@ NATIVE = ("native", "_native_cudnn", "_native_flash", "_native_efficient")
 
 def video_tokens(tier: str, frames: int) -> int:
     """The generation tokens of a `frames`-frame 16:9 output (1 frame: an image)."""
-    width, height = presets.SIZES[tier]["16:9"]
+    width, height = audiovisual_settings.SIZES[tier]["16:9"]
     latent_frames = (frames - 1) // 4 + 1
     return latent_frames * math.ceil(height / 32) * math.ceil(width / 32)
 

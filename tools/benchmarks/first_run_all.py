@@ -77,7 +77,7 @@ def run_one(name: str, model: str, folder: Path) -> dict:
         "wall_after_setup_s": round(wall - setup_s, 1),
         "sections": per_section,
         "outputs": outputs,
-        "published": {k: v for k, v in notebooks.published(executed).items() if k != "run_dir"},  # a temporary folder
+        "noted": notebooks.run_info(executed),
     }
 
 

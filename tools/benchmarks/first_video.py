@@ -31,12 +31,12 @@ import json, sys, time
 started = time.perf_counter()
 import torch, diffusers
 from tuning.pipelines import generate, load_pipeline
-from helpers import presets, prompts
+from helpers import audiovisual_settings, prompts
 imported = time.perf_counter()
 model, preset, speed, device, tier = sys.argv[1:6]
 pipe, checkpoint = load_pipeline(model, device=device, speed=speed)
 loaded = time.perf_counter()
-s = presets.settings_for("t2v", preset, tier=tier or None)
+s = audiovisual_settings.settings_for("t2v", preset, tier=tier or None)
 generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
 done = time.perf_counter()
 print(json.dumps({"import_s": imported - started, "load_s": loaded - imported, "first_video_s": done - loaded}))
@@ -94,11 +94,11 @@ async def _clients(base_url: str, settings, count: int) -> list[dict[str, float]
 
 
 def vllm_omni_route(args: argparse.Namespace) -> tuple[dict[str, float], list[dict[str, float]]]:
-    from helpers import presets, prompts
+    from helpers import audiovisual_settings, prompts
     from local_server import omni_http
     from local_server.server import LocalServer, server_flags
 
-    s = presets.settings_for("t2v", args.preset, tier=args.tier or None)
+    s = audiovisual_settings.settings_for("t2v", args.preset, tier=args.tier or None)
     started = time.perf_counter()
     flags = server_flags(args.model, "auto", args.speed)
     with LocalServer.start(args.model, device=args.device, flags=flags, progress=False) as server:

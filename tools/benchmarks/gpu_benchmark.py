@@ -31,7 +31,7 @@ import result_file
 from cookbook_tools import lessons
 
 import offline_checkpoints
-from helpers import presets, prompts, speeds
+from helpers import audiovisual_settings, prompts, speeds
 from tuning import speed
 from tuning.pipelines import applied, apply, load_pipeline, skipped
 
@@ -88,7 +88,7 @@ def settings(mode: str, tier: str, frames: int | None, steps: int):
     overrides: dict[str, Any] = {"tier": tier, "num_inference_steps": steps, "seed": SEED}
     if mode != "t2i":
         overrides["num_frames"] = frames
-    return presets.settings_for(mode, "default", **overrides)
+    return audiovisual_settings.settings_for(mode, "default", **overrides)
 
 
 def generate(pipe, clock: StepClock, mode: str, tier: str, frames: int | None, steps: int, full_steps: int):

@@ -22,7 +22,7 @@ from pathlib import Path
 import result_file
 from cookbook_tools import lessons, notebooks
 
-from helpers import media, presets, prompts
+from helpers import audiovisual_settings, media, prompts
 from local_server import omni_http
 from local_server.server import LocalServer
 from tuning.pipelines import load_pipeline
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    s = presets.settings_for("t2v", "smoke", seed=0)
+    s = audiovisual_settings.settings_for("t2v", "smoke", seed=0)
     text, negative = prompts.prompt_text(s), prompts.negative_prompt()
     form = {"model": "tiny", "prompt": text, **omni_http.video_fields(s, negative)}
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers import presets, runs
+from helpers import audiovisual_settings, runs
 from tuning.several_gpus.launch import run_parallel
 from tuning.several_gpus.request import Request
 
@@ -65,7 +65,7 @@ def rows_of(run_dir: Path, request: Request, wall_s: float) -> list[dict[str, An
     rows = []
     for output in manifest["outputs"]:
         size = (output["settings"]["width"], output["settings"]["height"])
-        tier = next((t for t, sizes in presets.SIZES.items() if size in sizes.values()), "")
+        tier = next((t for t, sizes in audiovisual_settings.SIZES.items() if size in sizes.values()), "")
         rows.append(
             {
                 "model": request.model,

@@ -29,7 +29,7 @@ import result_file
 from cookbook_tools import lessons
 from PIL import Image
 
-from helpers import assets, controls, environment, media, prompts
+from helpers import assets, environment, media, prompts, transfer_settings
 from helpers.schedules import NativeFlowUniPCMultistepScheduler
 from tuning import pipelines
 
@@ -37,13 +37,13 @@ PROMPT = "A city street on a rainy evening: wet asphalt mirrors the shop lights,
 TASKS = ("edge", "edge+depth")
 
 
-def task_controls(task: str, s: controls.TransferSettings) -> dict[str, list]:
+def task_controls(task: str, s: transfer_settings.TransferSettings) -> dict[str, list]:
     folder = assets.assets_dir("transfer")
     size = s.canvas(832, 480)
     clip = [media.fit_frame(f, *size) for f in media.load_video(folder / "videos" / "street.mp4", s.num_frames)]
     given = {"edge": [Image.fromarray(cv2.Canny(np.asarray(f), 100, 200)).convert("RGB") for f in clip]}
     if "depth" in task:
-        depth = controls.load_control(folder / "controls" / "street_depth.mp4", "depth", s.num_frames)
+        depth = transfer_settings.load_control(folder / "controls" / "street_depth.mp4", "depth", s.num_frames)
         given["depth"] = [media.fit_frame(f, *size) for f in depth]
     return given
 
@@ -59,7 +59,7 @@ def load(model: str, *, device: str = "auto", guardrails: str = "auto") -> Any:
     return pipe
 
 
-def timed(transfer, s: controls.TransferSettings, given: dict, steps: int) -> tuple[float, np.ndarray]:
+def timed(transfer, s: transfer_settings.TransferSettings, given: dict, steps: int) -> tuple[float, np.ndarray]:
     environment.peak_memory_gib(reset=True)
     started = time.perf_counter()
     video = transfer(dataclasses.replace(s, num_inference_steps=steps), given, PROMPT, prompts.negative_prompt())
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="nano-random")
     parser.add_argument("--task", default="edge", choices=TASKS)
-    parser.add_argument("--preset", default="default", choices=list(controls.TRANSFER_PRESETS))
+    parser.add_argument("--preset", default="default", choices=list(transfer_settings.PRESETS))
     parser.add_argument("--tier", type=int, default=None, help="another resolution tier than the preset's (480)")
     parser.add_argument("--steps", type=int, nargs=2, default=(2, 4), help="the two step counts timed")
     parser.add_argument("--device", default="auto")
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     low, high = sorted(args.steps)
     pipe = load(args.model, device=args.device)
     transfer = lessons.define("transfer/run_with_diffusers.ipynb", pipe=pipe)["transfer"]
-    s = controls.settings_for(args.task.split("+"), args.preset, resolution_tier=args.tier)
+    s = transfer_settings.settings_for(args.task.split("+"), args.preset, resolution_tier=args.tier)
     given = task_controls(args.task, s)
     rows, reference = [], None
     for speed in ("none", "fast"):

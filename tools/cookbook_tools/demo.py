@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from cookbook_tools import gallery, notebooks
-from helpers.presets import MODES
+from helpers.audiovisual_settings import MODES
 from helpers.runs import MANIFEST_NAME
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from helpers import prompts
+from helpers.audiovisual_settings import MODE_TITLES
 from helpers.errors import MediaError
-from helpers.presets import MODE_TITLES
 from helpers.runs import MANIFEST_NAME
 
 _STYLE = """

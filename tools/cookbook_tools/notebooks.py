@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import nbformat
 
 from helpers.assets import notebook_path
 from helpers.errors import InvalidSettingError
+from helpers.runs import MANIFEST_NAME
 
 # The audiovisual pair, which teaches the calls, and its tuning notebook, which times the cookbook's speed patches
 # (bare names: the audiovisual family); then the action and transfer pairs.
@@ -19,6 +22,7 @@ ACTION_PAIR = ("action/run_with_diffusers.ipynb", "action/run_with_vllm_omni.ipy
 TRANSFER_PAIR = ("transfer/run_with_diffusers.ipynb", "transfer/run_with_vllm_omni.ipynb")
 NOTEBOOKS = (*PAIR, TUNING, *ACTION_PAIR, *TRANSFER_PAIR)
 KERNEL = "python3"
+_RUN_NAME = re.compile(r"-(\d{8}-\d{6})-(\d+)$")
 
 
 def available() -> list[str]:
@@ -63,20 +67,28 @@ def execute(
     return target
 
 
-def published(executed: str | os.PathLike[str]) -> dict[str, Any]:
-    """Every fact the executed notebook published as output metadata (`helpers.display.publish`), merged in order."""
-    from helpers.display import METADATA_KEY
-
-    facts: dict[str, Any] = {}
-    for cell in nbformat.read(str(executed), as_version=4).cells:
-        for out in cell.get("outputs", []):
-            facts.update(out.get("metadata", {}).get(METADATA_KEY, {}))
-    return facts
-
-
 def run_folder_from(executed: str | os.PathLike[str]) -> Path:
-    """The run folder an executed notebook wrote to, from the `run_dir` it published."""
-    run_dir = published(executed).get("run_dir")
-    if run_dir is None:
-        raise InvalidSettingError(f"{executed} did not publish the run folder it wrote to (no `run_dir` metadata).")
-    return Path(run_dir)
+    """The run folder an executed notebook wrote to: the newest one in the `OUTPUT_DIR` it was given (papermill
+    records a notebook's parameters in it, and `tests/notebook_checks.run_nbmake` parameterizes the same way)."""
+    parameters = nbformat.read(str(executed), as_version=4).metadata.get("papermill", {}).get("parameters", {})
+    if "OUTPUT_DIR" not in parameters:
+        raise InvalidSettingError(f"{executed} was run without an OUTPUT_DIR parameter; pass one to find its run.")
+    root = Path(parameters["OUTPUT_DIR"]).expanduser()
+    if not root.is_absolute():
+        raise InvalidSettingError(
+            f"OUTPUT_DIR={str(root)!r}: give the notebook an absolute OUTPUT_DIR to find its run."
+        )
+    # Run folders are `<backend>-<YYYYmmdd-HHMMSS>-<n>` (`Run.create`): the newest has the latest stamp, then the
+    # highest n.
+    stamped = [
+        (m.groups(), p.parent) for p in root.glob(f"*/{MANIFEST_NAME}") if (m := _RUN_NAME.search(p.parent.name))
+    ]
+    if not stamped:
+        raise InvalidSettingError(f"{executed} wrote no run folder into OUTPUT_DIR={str(root)!r}.")
+    return max(stamped, key=lambda item: (item[0][0], int(item[0][1])))[1]
+
+
+def run_info(executed: str | os.PathLike[str]) -> dict[str, Any]:
+    """What the executed notebook noted about its run (`Run.note`): the `info` of its `manifest.json`."""
+    manifest = json.loads((run_folder_from(executed) / MANIFEST_NAME).read_text())
+    return manifest["info"]

@@ -11,9 +11,9 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 
-from helpers import presets
+from helpers import audiovisual_settings
+from helpers.audiovisual_settings import AudiovisualSettings
 from helpers.errors import InvalidSettingError
-from helpers.presets import GenerationSettings
 from offline_checkpoints import loading
 from tuning import speed
 from tuning.several_gpus.layout import Degrees, degrees_for
@@ -57,7 +57,7 @@ class Request:
     def degrees(self) -> Degrees:
         return degrees_for(self.gpus, self.cfg, self.context)
 
-    def settings(self) -> list[tuple[str, GenerationSettings]]:
+    def settings(self) -> list[tuple[str, AudiovisualSettings]]:
         """(output name, settings) of every generation, in order: each mode, at each tier."""
         tiers = [t.strip() for t in self.tiers.split(",") if t.strip()] or [""]
         overrides = {
@@ -68,7 +68,9 @@ class Request:
         }
         named = []
         for tier in tiers:
-            for mode, s in presets.settings_for_modes(self.modes, self.preset, tier=tier, **overrides).items():
+            for mode, s in audiovisual_settings.settings_for_modes(
+                self.modes, self.preset, tier=tier, **overrides
+            ).items():
                 named.append((f"{mode}_{tier}" if len(tiers) > 1 else mode, s))
         return named
 

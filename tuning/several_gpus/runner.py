@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from helpers import diffusers_pipe, media, prompts, runs
-from helpers.presets import GenerationSettings
+from helpers.audiovisual_settings import AudiovisualSettings
 from offline_checkpoints.loading import resolve
 from tuning import pipelines, speed
 from tuning.pipelines import load_pipeline
@@ -94,7 +94,7 @@ class SameLatents:
 
 
 def generate(
-    pipe: Cosmos3OmniPipeline, request: Request, place: layout.Layout, s: GenerationSettings
+    pipe: Cosmos3OmniPipeline, request: Request, place: layout.Layout, s: AudiovisualSettings
 ) -> tuple[Any, float]:
     """The notebook's `pipe(...)` call for `s` on this rank; its output and how far the ranks' latents were apart.
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import media
-from helpers.conditioning import CANVASES, canvas, check_tier
+from helpers.canvases import CANVASES, canvas, check_tier
 from helpers.errors import InvalidSettingError, MediaError, allowed
 
 _VLLM = "vLLM-Omni 0.30.0's transfer defaults for a single hint (TRANSFER_DEFAULTS)"
@@ -79,7 +79,7 @@ class TransferPreset:
     steps: int
 
 
-TRANSFER_PRESETS: dict[str, TransferPreset] = {
+PRESETS: dict[str, TransferPreset] = {
     p.name: p
     for p in (
         TransferPreset("smoke", 256, 9, 2),  # random weights on a CPU: every call in seconds
@@ -169,8 +169,8 @@ def settings_for(
     """The settings of one transfer generation with these hints under a size preset, with validated overrides
     (each error names the field and the allowed values)."""
     ordered = check_hints(hints)
-    if preset not in TRANSFER_PRESETS:
-        raise InvalidSettingError(f"PRESET={preset!r} is not a transfer preset. Allowed: {allowed(TRANSFER_PRESETS)}.")
+    if preset not in PRESETS:
+        raise InvalidSettingError(f"PRESET={preset!r} is not a transfer preset. Allowed: {allowed(PRESETS)}.")
     for key in overrides:
         if key in _NOT_WITH_TRANSFER:
             raise InvalidSettingError(
@@ -182,7 +182,7 @@ def settings_for(
     if unknown:
         raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {allowed(_OVERRIDES)}.")
     given = {k: v for k, v in overrides.items() if v is not None}
-    p = TRANSFER_PRESETS[preset]
+    p = PRESETS[preset]
     first = HINTS[ordered[0]]
     single = len(ordered) == 1
     num_frames = int(given.get("num_frames", p.num_frames or first.num_frames))
@@ -299,7 +299,7 @@ def check_controls(controls: Mapping[str, Sequence[Any]], s: TransferSettings) -
     if set(controls) != set(s.hints):
         raise InvalidSettingError(
             f"The controls given ({allowed(controls)}) are not the settings' hints ({allowed(s.hints)}): make "
-            "the settings with controls.settings_for(list(controls), ...)."
+            "the settings with transfer_settings.settings_for(list(controls), ...)."
         )
     sizes = {}
     for hint, frames in controls.items():
@@ -313,10 +313,11 @@ def check_controls(controls: Mapping[str, Sequence[Any]], s: TransferSettings) -
     want = s.canvas(width, height)
     for hint, size in sizes.items():
         if size != want:
+            canvases = ", ".join(f"{w}x{h}" for w, h in CANVASES[s.resolution_tier].values())
             raise InvalidSettingError(
                 f"The {hint} control is {size[0]}x{size[1]}; at resolution_tier={s.resolution_tier} this run "
                 f"generates {want[0]}x{want[1]} (the tier's canvases: "
-                f"{', '.join(f'{w}x{h}' for w, h in CANVASES[s.resolution_tier])}). Fit every control to it first: "
+                f"{canvases}). Fit every control to it first: "
                 f"[media.fit_frame(f, {want[0]}, {want[1]}) for f in frames]."
             )
     return want

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from diffusers.pipelines.cosmos import pipeline_cosmos3_omni as cosmos3
 
-from helpers import embodiments
+from helpers import action_settings
 from helpers.errors import InvalidSettingError
 
 
 def test_each_embodiment_runs_as_nvidia_runs_it() -> None:
-    car = embodiments.settings_for("forward_dynamics", "av")
+    car = action_settings.settings_for("forward_dynamics", "av")
     assert (car.chunk_size, car.num_frames, car.fps, car.resolution_tier, car.view_point) == (
         60,
         61,
@@ -23,29 +23,41 @@ def test_each_embodiment_runs_as_nvidia_runs_it() -> None:
         "ego_view",
     )
     assert (car.num_inference_steps, car.guidance_scale, car.flow_shift, car.action_width) == (30, 1.0, 10.0, 9)
-    arm = embodiments.settings_for("forward_dynamics", "droid_lerobot")
+    arm = action_settings.settings_for("forward_dynamics", "droid_lerobot")
     assert (arm.chunk_size, arm.fps, arm.action_width, arm.normalized) == (16, 15, 10, True)
-    policy = embodiments.settings_for("policy", "droid_lerobot")
+    policy = action_settings.settings_for("policy", "droid_lerobot")
     assert (policy.flow_shift, policy.prompt) == (5.0, "Pick up the object and place it in the target container.")
-    smoke = embodiments.settings_for("inverse_dynamics", "av", "smoke", seed=4)
+    smoke = action_settings.settings_for("inverse_dynamics", "av", "smoke", seed=4)
     assert (smoke.resolution_tier, smoke.num_inference_steps, smoke.chunk_size, smoke.seed) == (256, 2, 60, 4)
     assert smoke.mode == "id_av" and smoke.to_dict()["num_frames"] == 61
-    assert all(e.source for e in embodiments.EMBODIMENTS.values())
+    assert all(e.source for e in action_settings.EMBODIMENTS.values())
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: embodiments.settings_for("dreaming", "av"), "task='dreaming' is not an action task. Allowed:"),
-        (lambda: embodiments.settings_for("forward_dynamics", "tank"), "domain_name='tank' has no preset. Allowed:"),
-        (lambda: embodiments.settings_for("policy", "av"), "the published one (nvidia/Cosmos3-Nano-Policy-DROID)"),
-        (lambda: embodiments.settings_for("forward_dynamics", "av", "huge"), "PRESET='huge' is not an action preset"),
-        (lambda: embodiments.settings_for("forward_dynamics", "av", chunk_size=10), "chunk_size=10 gives 11 frames"),
-        (lambda: embodiments.settings_for("forward_dynamics", "av", num_frames=60), "num_frames must be 61"),
-        (lambda: embodiments.settings_for("forward_dynamics", "av", view_point="top"), "view_point='top' is not known"),
-        (lambda: embodiments.settings_for("forward_dynamics", "av", fps=0), "fps=0 is out of range"),
-        (lambda: embodiments.settings_for("forward_dynamics", "av", resolution_tier=300), "resolution_tier=300"),
-        (lambda: embodiments.settings_for("forward_dynamics", "av", guidance=2), "Unknown setting(s) ['guidance']"),
+        (lambda: action_settings.settings_for("dreaming", "av"), "task='dreaming' is not an action task. Allowed:"),
+        (
+            lambda: action_settings.settings_for("forward_dynamics", "tank"),
+            "domain_name='tank' has no preset. Allowed:",
+        ),
+        (lambda: action_settings.settings_for("policy", "av"), "the published one (nvidia/Cosmos3-Nano-Policy-DROID)"),
+        (
+            lambda: action_settings.settings_for("forward_dynamics", "av", "huge"),
+            "PRESET='huge' is not an action preset",
+        ),
+        (
+            lambda: action_settings.settings_for("forward_dynamics", "av", chunk_size=10),
+            "chunk_size=10 gives 11 frames",
+        ),
+        (lambda: action_settings.settings_for("forward_dynamics", "av", num_frames=60), "num_frames must be 61"),
+        (
+            lambda: action_settings.settings_for("forward_dynamics", "av", view_point="top"),
+            "view_point='top' is not known",
+        ),
+        (lambda: action_settings.settings_for("forward_dynamics", "av", fps=0), "fps=0 is out of range"),
+        (lambda: action_settings.settings_for("forward_dynamics", "av", resolution_tier=300), "resolution_tier=300"),
+        (lambda: action_settings.settings_for("forward_dynamics", "av", guidance=2), "Unknown setting(s) ['guidance']"),
     ],
 )
 def test_a_wrong_setting_names_the_field_and_the_allowed_values(call, message: str) -> None:
@@ -55,9 +67,9 @@ def test_a_wrong_setting_names_the_field_and_the_allowed_values(call, message: s
 
 
 def test_actions_are_checked_against_the_embodiment() -> None:
-    s = embodiments.settings_for("forward_dynamics", "av", chunk_size=8)
+    s = action_settings.settings_for("forward_dynamics", "av", chunk_size=8)
     good = np.zeros((8, 9), dtype=np.float64)
-    assert embodiments.check_actions(good, s).dtype == np.float32
+    assert action_settings.check_actions(good, s).dtype == np.float32
     for wrong, message in [
         (np.zeros((8, 7)), "actions have 7 columns but domain_name='av' takes 9"),
         (np.zeros((9, 9)), "actions have 9 steps but chunk_size is 8"),
@@ -65,20 +77,20 @@ def test_actions_are_checked_against_the_embodiment() -> None:
         (np.full((8, 9), np.nan), "NaN or infinity"),
     ]:
         with pytest.raises(InvalidSettingError, match=message.replace("(", r"\(")):
-            embodiments.check_actions(wrong, s)
+            action_settings.check_actions(wrong, s)
 
 
 def test_a_checkpoint_without_action_heads_or_too_narrow_ones_is_refused() -> None:
-    embodiments.check_action_heads({"action_gen": True, "action_dim": 64}, widest=57)
+    action_settings.check_action_heads({"action_gen": True, "action_dim": 64}, widest=57)
     with pytest.raises(InvalidSettingError, match="action_gen=False"):
-        embodiments.check_action_heads({"action_gen": False, "action_dim": 64})
+        action_settings.check_action_heads({"action_gen": False, "action_dim": 64})
     with pytest.raises(InvalidSettingError, match="action_dim=9 is narrower than the 10-wide"):
-        embodiments.check_action_heads({"action_gen": True, "action_dim": 9}, widest=10)
+        action_settings.check_action_heads({"action_gen": True, "action_dim": 9}, widest=10)
 
 
 def test_the_tables_are_diffusers_own() -> None:
-    assert embodiments.ACTION_WIDTHS == cosmos3._EMBODIMENT_TO_RAW_ACTION_DIM
-    assert embodiments.VIEW_POINTS == cosmos3._ACTION_VIEWPOINT_TEMPLATES
+    assert action_settings.ACTION_WIDTHS == cosmos3._EMBODIMENT_TO_RAW_ACTION_DIM
+    assert action_settings.VIEW_POINTS == cosmos3._ACTION_VIEWPOINT_TEMPLATES
 
 
 @pytest.mark.parametrize(
@@ -86,9 +98,9 @@ def test_the_tables_are_diffusers_own() -> None:
     [("forward_dynamics", "av", "default", (832, 480)), ("policy", "droid_lerobot", "smoke", (320, 256))],
 )
 def test_the_caption_is_the_one_diffusers_builds(task: str, domain: str, preset: str, size: tuple[int, int]) -> None:
-    s = embodiments.settings_for(task, domain, preset)
+    s = action_settings.settings_for(task, domain, preset)
     want = cosmos3.Cosmos3OmniPipeline._build_action_json_prompt(
         s.prompt, view_point=s.view_point, num_frames=s.num_frames, fps=s.fps, height=size[1], width=size[0]
     )
-    assert embodiments.caption(s, *size) == want
+    assert action_settings.caption(s, *size) == want
     assert json.loads(want)["resolution"] == {"H": size[1], "W": size[0]}

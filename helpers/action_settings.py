@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from helpers.conditioning import canvas, check_tier
+from helpers.canvases import canvas, check_tier
 from helpers.errors import InvalidSettingError, allowed
 
 TASKS: dict[str, str] = {
@@ -159,7 +159,7 @@ class ActionPreset:
     steps: int
 
 
-ACTION_PRESETS: dict[str, ActionPreset] = {
+PRESETS: dict[str, ActionPreset] = {
     p.name: p
     for p in (
         ActionPreset("smoke", 256, 2),  # random weights on a CPU: every call in seconds
@@ -231,13 +231,13 @@ def settings_for(
             f"task='policy' needs a policy checkpoint for domain_name={domain_name!r}; the published one "
             f"(nvidia/Cosmos3-Nano-Policy-DROID) is for {allowed(POLICY_EMBODIMENTS)}."
         )
-    if preset not in ACTION_PRESETS:
-        raise InvalidSettingError(f"PRESET={preset!r} is not an action preset. Allowed: {allowed(ACTION_PRESETS)}.")
+    if preset not in PRESETS:
+        raise InvalidSettingError(f"PRESET={preset!r} is not an action preset. Allowed: {allowed(PRESETS)}.")
     unknown = sorted(set(overrides) - set(_OVERRIDES))
     if unknown:
         raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {allowed(_OVERRIDES)}.")
     given = {k: v for k, v in overrides.items() if v is not None}
-    p = ACTION_PRESETS[preset]
+    p = PRESETS[preset]
     chunk_size = int(given.get("chunk_size", e.chunk_size))
     if chunk_size < 1:
         raise InvalidSettingError(
@@ -289,7 +289,7 @@ def check_actions(actions: Any, s: ActionSettings) -> np.ndarray:
     if array.shape[1] != s.action_width:
         raise InvalidSettingError(
             f"actions have {array.shape[1]} columns but domain_name={s.domain_name!r} takes {s.action_width} "
-            f"per step (helpers.embodiments.ACTION_WIDTHS). Give one {s.action_width}-wide row per step."
+            f"per step (helpers.action_settings.ACTION_WIDTHS). Give one {s.action_width}-wide row per step."
         )
     if array.shape[0] != s.chunk_size:
         raise InvalidSettingError(

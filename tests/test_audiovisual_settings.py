@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from helpers import presets
+from helpers import audiovisual_settings
 from helpers.errors import InvalidSettingError
 
 PUBLISHED = {
@@ -29,16 +29,16 @@ PUBLISHED = {
 
 @pytest.mark.parametrize(("tier", "ratio"), sorted(PUBLISHED))
 def test_every_tier_and_aspect_ratio_gives_the_published_size(tier, ratio):
-    s = presets.settings_for("t2v", "default", tier=tier, aspect_ratio=ratio)
+    s = audiovisual_settings.settings_for("t2v", "default", tier=tier, aspect_ratio=ratio)
     assert (s.width, s.height) == PUBLISHED[(tier, ratio)]
     assert s.width % 16 == 0 and s.height % 16 == 0
 
 
 def test_default_preset_matches_the_published_video_and_image_settings():
-    v = presets.settings_for("t2v", "default")
+    v = audiovisual_settings.settings_for("t2v", "default")
     assert (v.width, v.height, v.num_frames, v.fps) == (832, 480, 189, 24)
     assert (v.num_inference_steps, v.guidance_scale, v.flow_shift, v.enable_sound) == (35, 6.0, 10.0, False)
-    i = presets.settings_for("t2i", "default")
+    i = audiovisual_settings.settings_for("t2i", "default")
     assert (i.width, i.height, i.num_frames, i.num_inference_steps, i.guidance_scale, i.flow_shift) == (
         1024,
         1024,
@@ -50,20 +50,20 @@ def test_default_preset_matches_the_published_video_and_image_settings():
 
 
 def test_named_presets_cover_the_tiers():
-    assert presets.settings_for("t2v", "draft").size == "320x192"
-    assert presets.settings_for("t2v", "quality").size == "1280x720"
-    smoke = presets.settings_for("t2v", "smoke")
+    assert audiovisual_settings.settings_for("t2v", "draft").size == "320x192"
+    assert audiovisual_settings.settings_for("t2v", "quality").size == "1280x720"
+    smoke = audiovisual_settings.settings_for("t2v", "smoke")
     assert smoke.num_inference_steps == 2 and smoke.num_frames == 17
 
 
 def test_sound_modes_turn_sound_on_and_others_leave_it_off():
-    assert presets.settings_for("t2v_sound", "smoke").enable_sound
-    assert presets.settings_for("i2v_sound", "smoke").enable_sound
-    assert not presets.settings_for("i2v", "smoke").enable_sound
+    assert audiovisual_settings.settings_for("t2v_sound", "smoke").enable_sound
+    assert audiovisual_settings.settings_for("i2v_sound", "smoke").enable_sound
+    assert not audiovisual_settings.settings_for("i2v", "smoke").enable_sound
 
 
 def test_overrides_are_applied():
-    s = presets.settings_for(
+    s = audiovisual_settings.settings_for(
         "t2v",
         "smoke",
         num_frames=9,
@@ -89,16 +89,21 @@ def test_overrides_are_applied():
 
 def test_every_frame_count_of_the_form_4k_plus_1_is_accepted_up_to_the_tier_cap():
     for n in range(5, 398, 4):
-        assert presets.settings_for("t2v", "smoke", num_frames=n).num_frames == n
+        assert audiovisual_settings.settings_for("t2v", "smoke", num_frames=n).num_frames == n
 
 
 @pytest.mark.parametrize(("tier", "most"), [("256p", 397), ("480p", 297), ("720p", 197)])
 def test_frames_are_capped_per_tier_as_nvidia_caps_them(tier, most):
     """NVIDIA's framework allows 400 / 300 / 200 frames at 256p / 480p / 720p (the presets allowed 297 at 720p)."""
-    for ratio in presets.ASPECT_RATIOS:
-        assert presets.settings_for("t2v", "default", tier=tier, aspect_ratio=ratio, num_frames=most).num_frames == most
+    for ratio in audiovisual_settings.ASPECT_RATIOS:
+        assert (
+            audiovisual_settings.settings_for(
+                "t2v", "default", tier=tier, aspect_ratio=ratio, num_frames=most
+            ).num_frames
+            == most
+        )
         with pytest.raises(InvalidSettingError, match=f"num_frames={most + 4} .*{tier}.*from 5 to {most}"):
-            presets.settings_for("t2v", "default", tier=tier, aspect_ratio=ratio, num_frames=most + 4)
+            audiovisual_settings.settings_for("t2v", "default", tier=tier, aspect_ratio=ratio, num_frames=most + 4)
 
 
 @pytest.mark.parametrize(
@@ -123,64 +128,70 @@ def test_frames_are_capped_per_tier_as_nvidia_caps_them(tier, most):
 )
 def test_bad_overrides_are_rejected_with_the_allowed_values(overrides, mentions):
     with pytest.raises(InvalidSettingError) as err:
-        presets.settings_for("t2v", "default", **overrides)
+        audiovisual_settings.settings_for("t2v", "default", **overrides)
     assert mentions in str(err.value)
 
 
 def test_unknown_preset_and_mode_list_the_allowed_names():
     with pytest.raises(InvalidSettingError, match="'smoke', 'draft', 'default', 'quality'"):
-        presets.settings_for("t2v", "ultra")
+        audiovisual_settings.settings_for("t2v", "ultra")
     with pytest.raises(InvalidSettingError, match="t2i.*i2v_sound"):
-        presets.settings_for("t3v", "default")
+        audiovisual_settings.settings_for("t3v", "default")
 
 
 def test_text_to_image_rejects_frames_and_sound():
     with pytest.raises(InvalidSettingError, match="one frame"):
-        presets.settings_for("t2i", "default", num_frames=9)
+        audiovisual_settings.settings_for("t2i", "default", num_frames=9)
     with pytest.raises(InvalidSettingError, match="t2v_sound"):
-        presets.settings_for("t2i", "default", enable_sound=True)
+        audiovisual_settings.settings_for("t2i", "default", enable_sound=True)
 
 
 def test_parse_modes_keeps_order_drops_repeats_and_rejects_unknown():
-    assert presets.parse_modes(" t2v, t2i ,t2v") == ["t2v", "t2i"]
-    assert presets.parse_modes("all") == list(presets.MODES)
+    assert audiovisual_settings.parse_modes(" t2v, t2i ,t2v") == ["t2v", "t2i"]
+    assert audiovisual_settings.parse_modes("all") == list(audiovisual_settings.MODES)
     with pytest.raises(InvalidSettingError, match="Allowed modes"):
-        presets.parse_modes("t2v,t2x")
+        audiovisual_settings.parse_modes("t2v,t2x")
     with pytest.raises(InvalidSettingError, match="No mode"):
-        presets.parse_modes(" , ")
+        audiovisual_settings.parse_modes(" , ")
 
 
 def test_notebook_parameters_reach_every_benchmarked_configuration():
     # docs/performance.md's rows are PRESET="default" with a TIER: e.g. 256p, 189 frames, 35 steps.
     for tier, size in (("256p", "320x192"), ("480p", "832x480"), ("720p", "1280x720")):
-        (s,) = presets.settings_for_modes("t2v", "default", tier=tier, aspect_ratio="", seed=0).values()
+        (s,) = audiovisual_settings.settings_for_modes("t2v", "default", tier=tier, aspect_ratio="", seed=0).values()
         assert (s.size, s.num_frames, s.num_inference_steps, s.guidance_scale) == (size, 189, 35, 6.0)
     # Empty parameters mean the preset's own size; modes keep the order given.
-    chosen = presets.settings_for_modes("t2v_sound,t2i", "draft", tier="", aspect_ratio="")
+    chosen = audiovisual_settings.settings_for_modes("t2v_sound,t2i", "draft", tier="", aspect_ratio="")
     assert list(chosen) == ["t2v_sound", "t2i"] and chosen["t2v_sound"].size == "320x192"
-    assert presets.settings_for_modes("t2v", "draft", aspect_ratio="9:16")["t2v"].size == "192x320"
+    assert audiovisual_settings.settings_for_modes("t2v", "draft", aspect_ratio="9:16")["t2v"].size == "192x320"
 
 
 def test_published_variants_bring_their_defaults_and_limits():
-    edge = presets.settings_for("t2v", "default", model="nvidia/Cosmos3-Edge")
+    edge = audiovisual_settings.settings_for("t2v", "default", model="nvidia/Cosmos3-Edge")
     assert (edge.size, edge.num_frames, edge.guidance_scale, edge.flow_shift) == ("832x480", 121, 5.0, 3.0)
-    assert presets.settings_for("t2i", "default", model="edge").size == "640x640"
+    assert audiovisual_settings.settings_for("t2i", "default", model="edge").size == "640x640"
     with pytest.raises(InvalidSettingError, match="makes '256p', '480p' videos; 1280x720 is 720p"):
-        presets.settings_for("t2v", "quality", model="nvidia/Cosmos3-Edge")
+        audiovisual_settings.settings_for("t2v", "quality", model="nvidia/Cosmos3-Edge")
     with pytest.raises(InvalidSettingError, match="drop 't2v_sound' from MODES"):
-        presets.settings_for_modes("t2v,t2v_sound", "default", model="nvidia/Cosmos3-Edge")
+        audiovisual_settings.settings_for_modes("t2v,t2v_sound", "default", model="nvidia/Cosmos3-Edge")
     with pytest.raises(InvalidSettingError, match="at most 121 frames"):
-        presets.settings_for("t2v", "draft", model="nvidia/Cosmos3-Edge", num_frames=189)
-    distilled = presets.settings_for("i2v", "default", model="nvidia/Cosmos3-Super-Image2Video-4Step@fp8")
+        audiovisual_settings.settings_for("t2v", "draft", model="nvidia/Cosmos3-Edge", num_frames=189)
+    distilled = audiovisual_settings.settings_for("i2v", "default", model="nvidia/Cosmos3-Super-Image2Video-4Step@fp8")
     assert (distilled.num_inference_steps, distilled.guidance_scale) == (4, 1.0)
     with pytest.raises(InvalidSettingError, match="distilled"):
-        presets.settings_for("i2v", "default", model="nvidia/Cosmos3-Super-Image2Video-4Step", num_inference_steps=35)
+        audiovisual_settings.settings_for(
+            "i2v", "default", model="nvidia/Cosmos3-Super-Image2Video-4Step", num_inference_steps=35
+        )
     # Super: NVIDIA's recommended video shift is 5, and its documented modes are t2i, t2v and i2v.
-    super_ = presets.settings_for("t2v", "default", model="nvidia/Cosmos3-Super")
-    assert super_ == dataclasses.replace(presets.settings_for("t2v"), flow_shift=5.0)
-    assert presets.settings_for("t2i", "default", model="nvidia/Cosmos3-Super").flow_shift == 3.0
+    super_ = audiovisual_settings.settings_for("t2v", "default", model="nvidia/Cosmos3-Super")
+    assert super_ == dataclasses.replace(audiovisual_settings.settings_for("t2v"), flow_shift=5.0)
+    assert audiovisual_settings.settings_for("t2i", "default", model="nvidia/Cosmos3-Super").flow_shift == 3.0
     with pytest.raises(InvalidSettingError, match="makes 't2i', 't2v', 'i2v' only"):
-        presets.settings_for("v2v", "default", model="nvidia/Cosmos3-Super")
+        audiovisual_settings.settings_for("v2v", "default", model="nvidia/Cosmos3-Super")
     # Nano keeps the presets as they are; unknown ids and local folders get no variant rules.
-    assert presets.settings_for("t2v", "default", model="nvidia/Cosmos3-Nano") == presets.settings_for("t2v")
-    assert presets.settings_for("t2v", "default", model="/models/my-finetune") == presets.settings_for("t2v")
+    assert audiovisual_settings.settings_for(
+        "t2v", "default", model="nvidia/Cosmos3-Nano"
+    ) == audiovisual_settings.settings_for("t2v")
+    assert audiovisual_settings.settings_for(
+        "t2v", "default", model="/models/my-finetune"
+    ) == audiovisual_settings.settings_for("t2v")

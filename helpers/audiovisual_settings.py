@@ -1,6 +1,6 @@
 """Generation settings: resolution tiers, named size presets and validated overrides.
 
-One `GenerationSettings` object feeds both backends: the `pipe(...)` call of the Diffusers notebook and the form
+One `AudiovisualSettings` object feeds both backends: the `pipe(...)` call of the Diffusers notebook and the form
 fields of the vLLM-Omni request. Sizes and steps come from a preset and its overrides, never from edited code. How
 fast a size runs is a separate choice (`SPEED`, `tuning.speed`).
 """
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helpers import models
+from helpers.canvases import ASPECT_RATIOS, CANVASES
 from helpers.errors import InvalidSettingError, allowed
 
 MODES: tuple[str, ...] = ("t2i", "t2v", "i2v", "v2v", "t2v_sound", "i2v_sound", "v2v_sound", "fl2v")
@@ -31,14 +32,9 @@ IMAGE_CONDITIONED_MODES: frozenset[str] = frozenset({"i2v", "i2v_sound"})
 VIDEO_CONDITIONED_MODES: frozenset[str] = frozenset({"v2v", "v2v_sound", "fl2v"})
 
 GUARDRAIL_CHOICES: tuple[str, ...] = ("auto", "on", "off")
-TIERS: tuple[str, ...] = ("256p", "480p", "720p")
-ASPECT_RATIOS: tuple[str, ...] = ("16:9", "4:3", "1:1", "3:4", "9:16")
-# (width, height) for each tier and aspect ratio, as in vllm-omni's cosmos3 table and NVIDIA's README.
-SIZES: dict[str, dict[str, tuple[int, int]]] = {
-    "256p": {"16:9": (320, 192), "4:3": (320, 256), "1:1": (256, 256), "3:4": (256, 320), "9:16": (192, 320)},
-    "480p": {"16:9": (832, 480), "4:3": (736, 544), "1:1": (640, 640), "3:4": (544, 736), "9:16": (480, 832)},
-    "720p": {"16:9": (1280, 720), "4:3": (1104, 832), "1:1": (960, 960), "3:4": (832, 1104), "9:16": (720, 1280)},
-}
+# The audiovisual tiers, named as NVIDIA's README names them, and their sizes at each aspect ratio: the shared table.
+SIZES: dict[str, dict[str, tuple[int, int]]] = {f"{tier}p": CANVASES[tier] for tier in (256, 480, 720)}
+TIERS: tuple[str, ...] = tuple(SIZES)
 FPS_CHOICES: tuple[int, ...] = (10, 16, 24, 30)  # vLLM-Omni's Cosmos 3 recipes and NVIDIA's README
 # NVIDIA's framework caps a video at 400 / 300 / 200 frames at 256p / 480p / 720p (docs/faq.md, args.py); frames are
 # 4k+1 (the VAE packs 4 pictures into each latent frame after the first), so these are the longest allowed.
@@ -49,7 +45,7 @@ SIZE_MULTIPLE = 16
 
 
 @dataclass(frozen=True)
-class GenerationSettings:
+class AudiovisualSettings:
     """Everything that decides one generation, whatever backend runs it."""
 
     mode: str
@@ -88,7 +84,7 @@ class GenerationSettings:
 
 
 @dataclass(frozen=True)
-class Preset:
+class AudiovisualPreset:
     """A named bundle of defaults: one block for video modes, one for text-to-image."""
 
     name: str
@@ -109,10 +105,10 @@ class Preset:
     image_flow_shift: float = 3.0  # NVIDIA's and vLLM-Omni's image shift
 
 
-PRESETS: dict[str, Preset] = {
+PRESETS: dict[str, AudiovisualPreset] = {
     p.name: p
     for p in (
-        Preset(
+        AudiovisualPreset(
             "smoke",
             "Tiny checkpoint on a CPU: 160x96, 17 frames, 2 steps. Checks that everything runs.",
             (160, 96),
@@ -121,7 +117,7 @@ PRESETS: dict[str, Preset] = {
             (128, 128),
             2,
         ),
-        Preset(
+        AudiovisualPreset(
             "draft",
             "256p 16:9, 93 frames (3.9 s), 20 steps: quick looks at a prompt.",
             SIZES["256p"]["16:9"],
@@ -130,7 +126,7 @@ PRESETS: dict[str, Preset] = {
             (512, 512),
             25,
         ),
-        Preset(
+        AudiovisualPreset(
             "default",
             "480p 16:9, 189 frames (7.9 s), 35 steps, guidance 6, flow shift 10.",
             SIZES["480p"]["16:9"],
@@ -139,7 +135,7 @@ PRESETS: dict[str, Preset] = {
             (1024, 1024),
             50,
         ),
-        Preset(
+        AudiovisualPreset(
             "quality",
             "720p 16:9, 189 frames (7.9 s), 35 steps: the published full-quality setting.",
             SIZES["720p"]["16:9"],
@@ -196,7 +192,7 @@ def parse_presets(names: str) -> list[str]:
     return [get_preset(n.strip()).name for n in names.split(",") if n.strip()]
 
 
-def get_preset(name: str) -> Preset:
+def get_preset(name: str) -> AudiovisualPreset:
     try:
         return PRESETS[name]
     except KeyError:
@@ -252,7 +248,7 @@ def check_fps(fps: int) -> None:
         raise InvalidSettingError(f"fps={fps!r} is not allowed. Allowed frame rates: {allowed(FPS_CHOICES)}.")
 
 
-def settings_for(mode: str, preset: str = "default", *, model: str = "", **overrides: Any) -> GenerationSettings:
+def settings_for(mode: str, preset: str = "default", *, model: str = "", **overrides: Any) -> AudiovisualSettings:
     """The settings for one mode under a named preset, with validated overrides (`_OVERRIDES`; an invalid value
     raises `InvalidSettingError` naming the allowed ones). A published checkpoint's `model` brings its own defaults
     and limits (`helpers.models`)."""
@@ -316,7 +312,7 @@ def settings_for(mode: str, preset: str = "default", *, model: str = "", **overr
                 )
             num_frames = min(num_frames, v.max_frames)  # a preset's length is capped at the checkpoint's own
 
-    return GenerationSettings(
+    return AudiovisualSettings(
         mode=mode,
         width=width,
         height=height,
@@ -367,7 +363,7 @@ def _for_variant(
 
 def settings_for_modes(
     modes: str | list[str], preset: str = "default", *, model: str = "", **overrides: Any
-) -> dict[str, GenerationSettings]:
+) -> dict[str, AudiovisualSettings]:
     """`{mode: settings}` for comma-separated modes, in order, with the same overrides; an empty tier or aspect
     ratio (a notebook parameter left empty) means the preset's own size."""
     given = {k: v for k, v in overrides.items() if v not in ("", None)}

@@ -1,0 +1,42 @@
+"""The one table of tiers and canvases (diffusers' own bins, and the audiovisual sizes), and the one SPEED table:
+refusals that name the parameter and its family."""
+
+from __future__ import annotations
+
+import pytest
+from diffusers.pipelines.cosmos import pipeline_cosmos3_omni as cosmos3
+from diffusers.video_processor import VideoProcessor
+
+from helpers import audiovisual_settings, canvases, speeds
+from helpers.errors import InvalidSettingError
+
+
+def test_the_canvases_are_diffusers_own() -> None:
+    assert sorted(canvases.CANVASES) == sorted(int(tier) for tier in cosmos3._ACTION_RESOLUTION_BINS)
+    for tier, bins in cosmos3._ACTION_RESOLUTION_BINS.items():
+        for width, height in [(832, 480), (736, 544), (480, 832), (640, 640), (1280, 720), (300, 200)]:
+            want_h, want_w = VideoProcessor.classify_height_width_bin(height, width, ratios=bins)
+            assert canvases.canvas(width, height, int(tier)) == (want_w, want_h), (tier, width, height)
+
+
+@pytest.mark.parametrize("family", ["action", "transfer"])
+def test_a_wrong_tier_or_speed_is_refused_naming_the_parameter_and_the_family(family: str) -> None:
+    with pytest.raises(InvalidSettingError, match=rf"resolution_tier=300 is not a {family} tier\. Allowed: 256, 480"):
+        canvases.check_tier(300, family)
+    with pytest.raises(
+        InvalidSettingError, match=rf"SPEED='turbo' is not one of the {family} notebooks' speeds\. Allowed"
+    ):
+        speeds.public_switches("turbo", family)
+    assert speeds.public_switches("fast", family) == ("compile",)
+    assert canvases.check_tier(480, family) == 480
+
+
+def test_the_audiovisual_sizes_are_the_shared_tiers() -> None:
+    assert audiovisual_settings.SIZES == {
+        "256p": canvases.CANVASES[256],
+        "480p": canvases.CANVASES[480],
+        "720p": canvases.CANVASES[720],
+    }
+    assert audiovisual_settings.size_for("480p", "16:9") == (832, 480) and audiovisual_settings.size_for(
+        "720p", "9:16"
+    ) == (720, 1280)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import helpers
+from tests.source_imports import imported_modules
 
 REPO = Path(__file__).resolve().parent.parent
 # Every importable module of the project's packages; `tuning.several_gpus.__main__` runs a rank of a parallel run, by
@@ -43,15 +44,9 @@ def test_importing_every_module_loads_no_model_and_touches_no_files(tmp_path):
 
 
 def _imported_modules(source: str) -> set[str]:
-    found = set()
-    tree = compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return found
+    return imported_modules(
+        compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    )
 
 
 def test_helpers_holds_what_the_notebooks_import_and_no_formatting_golf():

@@ -10,6 +10,8 @@ import json
 import re
 from pathlib import Path
 
+from tests.source_imports import imported_modules
+
 REPO = Path(__file__).resolve().parent.parent
 PROJECT_PACKAGES = ("helpers", "offline_checkpoints", "local_server", "generation_form", "tuning")
 LIBRARIES = ("diffusers", "transformers", "vllm", "vllm_omni")
@@ -30,21 +32,10 @@ def _module_path(name: str) -> Path | None:
     return None
 
 
-def _imports(tree: ast.AST) -> set[str]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return found
-
-
 def _reached() -> dict[str, ast.AST]:
     """The notebooks and every project module they import, directly or through each other."""
     trees: dict[str, ast.AST] = {p.relative_to(REPO).as_posix(): ast.parse(_notebook_code(p)) for p in MAIN_NOTEBOOKS}
-    frontier = set().union(*(_imports(t) for t in trees.values()))
+    frontier = set().union(*(imported_modules(t) for t in trees.values()))
     while frontier:
         name = frontier.pop()
         if name.split(".")[0] not in PROJECT_PACKAGES or (path := _module_path(name)) is None:
@@ -52,7 +43,7 @@ def _reached() -> dict[str, ast.AST]:
         key = path.relative_to(REPO).as_posix()
         if key not in trees:
             trees[key] = ast.parse(path.read_text())
-            frontier |= _imports(trees[key])
+            frontier |= imported_modules(trees[key])
     return trees
 
 

@@ -8,6 +8,7 @@ while a request waits, is reported with its exit status, the end of its log, the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -243,40 +245,48 @@ def strip_colours(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
+@contextlib.contextmanager
+def _saying_if_exited(server: LocalServer) -> Iterator[None]:
+    """A connection lost to a local server that has exited raises `ServerExitedError` with its status and log."""
+    try:
+        yield
+    except httpx.TimeoutException:
+        raise  # the server is slow, not gone
+    except httpx.TransportError:
+        server.raise_if_exited()
+        raise
+
+
+def _explainable(response: httpx.Response, server: LocalServer) -> httpx.Response:
+    """Let the client turn the server's own 5xx into an error with the end of its log (`LocalServer.explain`)."""
+    response.extensions = {**response.extensions, EXPLAIN_ERROR: server.explain}
+    return response
+
+
 class _Watched(httpx.HTTPTransport):
-    """httpx's transport, except that a connection lost to a local server that has exited says so."""
+    """httpx's transport, watching a local server: see `_saying_if_exited` and `_explainable`."""
 
     def __init__(self, server: LocalServer) -> None:
         super().__init__()
         self._server = server
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        try:
+        with _saying_if_exited(self._server):
             response = super().handle_request(request)
-        except httpx.TimeoutException:
-            raise  # the server is slow, not gone
-        except httpx.TransportError:
-            self._server.raise_if_exited()
-            raise
-        response.extensions = {**response.extensions, EXPLAIN_ERROR: self._server.explain}
-        return response
+        return _explainable(response, self._server)
 
 
 class _AsyncWatched(httpx.AsyncHTTPTransport):
+    """httpx's asynchronous transport, watching a local server as `_Watched` does."""
+
     def __init__(self, server: LocalServer) -> None:
         super().__init__()
         self._server = server
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        try:
+        with _saying_if_exited(self._server):
             response = await super().handle_async_request(request)
-        except httpx.TimeoutException:
-            raise  # the server is slow, not gone
-        except httpx.TransportError:
-            self._server.raise_if_exited()
-            raise
-        response.extensions = {**response.extensions, EXPLAIN_ERROR: self._server.explain}
-        return response
+        return _explainable(response, self._server)
 
 
 @dataclass

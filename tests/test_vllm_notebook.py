@@ -24,7 +24,7 @@ from helpers import media
 from helpers.assets import notebook_path
 from helpers.runs import MANIFEST_NAME
 from tests.conftest import SERVER_KEY
-from tests.notebook_checks import ALL_MODES, check_run, mean_frame_difference
+from tests.notebook_checks import ALL_MODES, check_run, mean_frame_difference, sections
 
 NAME = "run_with_vllm_omni.ipynb"
 TWIN = "run_with_diffusers.ipynb"
@@ -59,11 +59,6 @@ def test_parameters_are_the_twins_plus_base_url_and_api_key() -> None:
     assert set(SMOKE) | {"OUTPUT_DIR", "BASE_URL", "MODES"} <= notebooks.parameter_names(NAME)
 
 
-def _sections(name: str) -> list[str]:
-    nb = nbformat.read(notebook_path(name), as_version=4)
-    return [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
-
-
 def test_the_twins_mirror_each_other_section_by_section() -> None:
     # Only the backend's own sections differ; everything else comes in the same order in both, the quickstart first.
     ours = {
@@ -78,7 +73,7 @@ def test_the_twins_mirror_each_other_section_by_section() -> None:
         "## Change the flow shift between calls",
         "## When a call is wrong",
     }
-    vllm, diffusers = _sections(NAME), _sections(TWIN)
+    vllm, diffusers = sections(NAME), sections(TWIN)
     assert ours <= set(vllm) and theirs <= set(diffusers)
     shared = [h for h in vllm if h not in ours]
     assert shared == [h for h in diffusers if h not in theirs]

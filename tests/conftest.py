@@ -51,6 +51,14 @@ def omni_server(_isolated_cache: Path) -> Iterator[LocalServer]:
 
 
 @pytest.fixture(scope="session")
+def omni_server_nosound(_isolated_cache: Path) -> Iterator[LocalServer]:
+    """A second real server, on `tiny-nosound` (the shape of nvidia/Cosmos3-Nano-Policy-DROID): the action
+    notebook's policy is served there, as a reader's policy checkpoint is."""
+    with LocalServer.start("tiny-nosound", api_key=SERVER_KEY, flags=["--no-guardrails"], progress=False) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
 def http(omni_server: LocalServer) -> Iterator[httpx.Client]:
     headers = {"Authorization": f"Bearer {SERVER_KEY}"}
     with httpx.Client(base_url=omni_server.base_url, headers=headers, timeout=300) as client:
@@ -62,3 +70,59 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "omni_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+
+
+# Each notebook runs once per session, at smoke size on the tiny checkpoints, and every test of it reads that run: its
+# files, its manifest and what it printed (tests/notebook_checks). The vLLM-Omni notebooks use the session's servers.
+def _smoke_run(factory: pytest.TempPathFactory, name: str, **parameters: object) -> Path:
+    from tests.notebook_checks import execute_smoke
+
+    return execute_smoke(name, factory.mktemp(name.replace("/", "-").removesuffix(".ipynb")), **parameters)
+
+
+@pytest.fixture(scope="session")
+def audiovisual_diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
+    """The audiovisual Diffusers notebook with every mode and the comparison section: the executed notebook."""
+    return _smoke_run(tmp_path_factory, "run_with_diffusers.ipynb", MODES="all", COMPARE="smoke")
+
+
+@pytest.fixture(scope="session")
+def audiovisual_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: LocalServer) -> Path:
+    return _smoke_run(
+        tmp_path_factory,
+        "run_with_vllm_omni.ipynb",
+        MODES="all",
+        COMPARE="smoke",
+        BASE_URL=omni_server.base_url,
+        API_KEY=SERVER_KEY,
+    )
+
+
+@pytest.fixture(scope="session")
+def action_diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
+    return _smoke_run(tmp_path_factory, "action/run_with_diffusers.ipynb")
+
+
+@pytest.fixture(scope="session")
+def action_vllm_run(
+    tmp_path_factory: pytest.TempPathFactory, omni_server: LocalServer, omni_server_nosound: LocalServer
+) -> Path:
+    return _smoke_run(
+        tmp_path_factory,
+        "action/run_with_vllm_omni.ipynb",
+        BASE_URL=omni_server.base_url,
+        POLICY_BASE_URL=omni_server_nosound.base_url,
+        API_KEY=SERVER_KEY,
+    )
+
+
+@pytest.fixture(scope="session")
+def transfer_diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
+    return _smoke_run(tmp_path_factory, "transfer/run_with_diffusers.ipynb")
+
+
+@pytest.fixture(scope="session")
+def transfer_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: LocalServer) -> Path:
+    return _smoke_run(
+        tmp_path_factory, "transfer/run_with_vllm_omni.ipynb", BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY
+    )

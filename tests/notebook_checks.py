@@ -195,6 +195,49 @@ def printed(executed: Path) -> str:
     return "\n".join(o.get("text", "") for cell in cells for o in cell.get("outputs", []))
 
 
+def setup_cells(name: str) -> list[str]:
+    """What a notebook runs before it loads a model or starts a server: its parameters cell and every code cell
+    before the quickstart (the set-up and, in the audiovisual vLLM-Omni notebook, the server's cell); in a notebook
+    without a quickstart, the one cell after the parameters."""
+    code = [c for c in nbformat.read(notebook_path(name), as_version=4).cells if c.cell_type == "code"]
+    tagged = [i for i, c in enumerate(code) if "quickstart" in c.metadata.get("tags", [])]
+    return [c.source for c in code[: tagged[0] if tagged else 2]]
+
+
+class ReachedTheServer(AssertionError):
+    """The set-up went on to wait for a server: the refusal under test did not come first."""
+
+
+def run_setup(name: str, parameters: dict[str, object], monkeypatch: Any) -> dict[str, Any]:
+    """Run notebook `name`'s set-up cells in this process, `parameters` replacing the parameters cell's values, and
+    return their namespace. Each refusal is raised from the cell that checks it, as in a kernel, without a kernel's
+    start. A vLLM-Omni notebook that gets as far as waiting for its server raises `ReachedTheServer` instead."""
+    from helpers import speeds
+    from local_server import omni_http
+
+    def reached(base_url: str, **_: object) -> None:
+        raise ReachedTheServer(f"{name}'s set-up went on to wait for the server at {base_url}")
+
+    monkeypatch.setattr(omni_http, "wait_for_server", reached)
+    for variable in ("OMNI_BASE_URL", speeds.ALLOCATOR_ENV):
+        monkeypatch.setenv(variable, "")  # recorded, so that whatever the cells set is undone after the test
+        monkeypatch.delenv(variable)
+    first, *rest = setup_cells(name)
+    namespace: dict[str, Any] = {}
+    exec(compile(first, f"{name} [parameters]", "exec"), namespace)  # noqa: S102 - the cookbook's own cells
+    namespace.update(parameters)
+    for source in rest:
+        exec(compile(source, f"{name} [set-up]", "exec"), namespace)  # noqa: S102
+    return namespace
+
+
+def media_files(output_dir: Path) -> list[Path]:
+    """Every file a run wrote under `output_dir` but its manifest."""
+    return (
+        [p for p in output_dir.rglob("*") if p.is_file() and p.name != "manifest.json"] if output_dir.exists() else []
+    )
+
+
 def sections(name: str) -> list[str]:
     """A notebook's `## ` headings, in order."""
     nb = nbformat.read(notebook_path(name), as_version=4)

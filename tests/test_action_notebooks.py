@@ -1,15 +1,13 @@
-"""The action pair (`cookbooks/cosmos3/generator/action/`) end to end on the tiny checkpoints, by papermill and by
-nbmake: the vLLM-Omni notebook against the real server. Every file they write is decoded or loaded again
+"""The action pair (`cookbooks/cosmos3/generator/action/`) end to end on the tiny checkpoints, each run once per
+session by papermill (tests/conftest.py): the vLLM-Omni notebook against the session's real servers, its policy on the
+second one (`tiny-nosound`). Every file they write is decoded or loaded again
 (`tests/action_checks.py`), and the two notebooks' videos and actions are compared with each other."""
 
 from __future__ import annotations
 
 import base64
-import json
-import shutil
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 from cookbook_tools import notebooks
@@ -18,7 +16,7 @@ from helpers import actions, media
 from helpers.assets import notebook_path
 from tests.action_checks import ACTION_DIFFUSERS, ACTION_VLLM, check_action_run
 from tests.conftest import SERVER_KEY
-from tests.notebook_checks import SMOKE, execute_smoke, mean_frame_difference, printed, run_nbmake, sections
+from tests.notebook_checks import SMOKE, execute_smoke, mean_frame_difference, printed, sections
 
 CHUNKS = 3  # the notebooks' default rollout
 
@@ -26,16 +24,13 @@ pytestmark = pytest.mark.notebook
 
 
 @pytest.fixture(scope="module")
-def diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
-    return execute_smoke(ACTION_DIFFUSERS, tmp_path_factory.mktemp("action-diffusers"))
+def diffusers_run(action_diffusers_run: Path) -> Path:
+    return action_diffusers_run
 
 
 @pytest.fixture(scope="module")
-def vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server) -> Path:
-    # MODEL="tiny" is served by the session's server; the policy's checkpoint ("tiny-nosound", the shape of
-    # nvidia/Cosmos3-Nano-Policy-DROID) gets a server the notebook starts and stops itself.
-    folder = tmp_path_factory.mktemp("action-vllm")
-    return execute_smoke(ACTION_VLLM, folder, BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY)
+def vllm_run(action_vllm_run: Path) -> Path:
+    return action_vllm_run
 
 
 def test_the_twins_mirror_each_other_and_start_with_the_quickstart() -> None:
@@ -56,14 +51,6 @@ def test_parameters_are_the_twins_plus_the_servers() -> None:
     assert set(SMOKE) | {"OUTPUT_DIR", "POLICY_MODEL", "ROLLOUT_CHUNKS"} <= notebooks.parameter_names(ACTION_DIFFUSERS)
 
 
-@pytest.mark.parametrize("name", [ACTION_DIFFUSERS, ACTION_VLLM])
-def test_committed_without_outputs_on_the_python3_kernel(name: str) -> None:
-    nb = nbformat.read(notebook_path(name), as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert nb.metadata.kernelspec.name == "python3" and code[0].metadata.get("tags") == ["parameters"]
-    assert all(not c.outputs and c.execution_count is None for c in code)
-
-
 def test_diffusers_notebook_writes_every_video_action_file_and_plot(diffusers_run: Path) -> None:
     manifest = check_action_run(notebooks.run_folder_from(diffusers_run), "smoke", 0, CHUNKS)
     assert manifest["info"]["device"] == "cpu"
@@ -80,7 +67,7 @@ def test_vllm_notebook_against_the_real_server_writes_the_same_files(vllm_run: P
     output = printed(vllm_run)
     assert "HTTP 400: Part exceeded maximum size of 1024KB." in output  # the 20,000-step action field
     assert "HTTP 500: Unknown Cosmos3 action domain_name='tank'" in output  # the job failed; act raised its error
-    assert "local server stopped" in output  # the policy's server, started by the notebook
+    assert "left http://127.0.0.1:" in output and "local server stopped" not in output  # the session's servers
 
 
 def _frames(run: Path, name: str) -> np.ndarray:
@@ -109,52 +96,6 @@ def test_the_two_notebooks_give_the_same_videos_and_actions(
         mine, served, seeded = (actions.read(run / f"{name}.npy")[0] for run in (ours, theirs, other_seed))
         seed_effect, backends = np.abs(mine - seeded).mean(), np.abs(mine - served).mean()
         assert backends < ACTION_FRACTION * seed_effect, (name, backends, seed_effect)
-
-
-@pytest.mark.parametrize("name", [ACTION_DIFFUSERS, ACTION_VLLM])
-@pytest.mark.parametrize(
-    ("parameters", "message"),
-    [
-        ({"ROLLOUT_CHUNKS": 5}, "ROLLOUT_CHUNKS=5 must be 1 to 3"),
-        ({"PRESET": "huge"}, "PRESET='huge' is not an action preset. Allowed: 'smoke', 'draft', 'default'"),
-    ],
-)
-def test_bad_parameters_stop_the_notebook_before_loading_or_starting_a_server(
-    name: str, parameters: dict, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import papermill
-
-    monkeypatch.delenv("OMNI_BASE_URL", raising=False)
-    with pytest.raises(papermill.PapermillExecutionError) as err:
-        execute_smoke(name, tmp_path, **parameters)
-    assert message in str(err.value)
-    output = printed(tmp_path / Path(name).name)
-    assert "Connected to" not in output and "action_dim=" not in output
-
-
-def test_a_checkpoint_without_action_heads_is_refused_at_load_naming_the_field(tmp_path: Path) -> None:
-    import papermill
-
-    from offline_checkpoints import ensure_tiny_checkpoint
-
-    folder = tmp_path / "no-action-heads"
-    shutil.copytree(ensure_tiny_checkpoint(), folder)
-    config = folder / "transformer" / "config.json"
-    config.write_text(json.dumps({**json.loads(config.read_text()), "action_gen": False}))
-    with pytest.raises(papermill.PapermillExecutionError) as err:
-        execute_smoke(ACTION_DIFFUSERS, tmp_path, MODEL=str(folder), POLICY_MODEL="tiny-nosound", GUARDRAILS="off")
-    assert "its transformer config has action_gen=False" in str(err.value)
-    assert not list((tmp_path / "media").glob("*/quickstart.mp4"))  # stopped before the first call
-
-
-@pytest.mark.parametrize("name", [ACTION_DIFFUSERS, ACTION_VLLM])
-def test_nbmake_runs_a_parameterized_copy(name: str, tmp_path: Path, _isolated_cache: Path) -> None:
-    # The vLLM-Omni copy starts (and stops) its own server, as a reader's "Run All" does; the policy runs there too
-    # (POLICY_MODEL = MODEL).
-    params = {**SMOKE, "ROLLOUT_CHUNKS": 1, "POLICY_MODEL": "tiny", "OUTPUT_DIR": str(tmp_path / "media")}
-    run_nbmake(name, params, tmp_path)
-    (run,) = (tmp_path / "media").glob("*-*")
-    check_action_run(run, "smoke", 0, 1)
 
 
 def test_the_benchmark_runs_the_notebooks_act_on_what_the_notebook_gives_it(

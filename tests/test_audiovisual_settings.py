@@ -49,13 +49,6 @@ def test_default_preset_matches_the_published_video_and_image_settings():
     )
 
 
-def test_named_presets_cover_the_tiers():
-    assert audiovisual_settings.settings_for("t2v", "draft").size == "320x192"
-    assert audiovisual_settings.settings_for("t2v", "quality").size == "1280x720"
-    smoke = audiovisual_settings.settings_for("t2v", "smoke")
-    assert smoke.num_inference_steps == 2 and smoke.num_frames == 17
-
-
 def test_sound_modes_turn_sound_on_and_others_leave_it_off():
     assert audiovisual_settings.settings_for("t2v_sound", "smoke").enable_sound
     assert audiovisual_settings.settings_for("i2v_sound", "smoke").enable_sound

@@ -1,21 +1,20 @@
-"""The demo's gallery page in a real browser: `python -m cookbook_tools.demo` runs both notebooks on the tiny
-checkpoint, and headless Chromium opening its gallery.html from disk shows one card per non-audio output, every H.264
-video decodes (a finite non-zero duration, then a picture from its middle), every sound track and picture loads.
-A screenshot is kept as an artifact."""
+"""The demo's gallery page in a real browser. The page is written by `cookbook_tools.gallery.write_gallery`, as
+`python -m cookbook_tools.demo` writes it, over the session's runs of both audiovisual notebooks (every mode, at smoke
+size on the tiny checkpoint) rather than running them again. Headless Chromium opening gallery.html from disk shows one
+card per non-audio output, every H.264 video decodes (a finite non-zero duration, then a picture from its middle),
+every sound track and picture loads. A screenshot is kept as an artifact."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cookbook_tools import gallery as gallery_page
 from cookbook_tools import notebooks
 
 from tests.browser import (
-    REPO,
     assert_frames_decode,
     assert_playable,
     chromium,
@@ -29,34 +28,15 @@ __all__ = ["chromium", "page"]  # fixtures used by name below
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 
-# One still, one silent video, one video with sound: every kind of card, at a fraction of the six modes' time.
-MODES = "t2i,t2v,t2v_sound"
 
-
-def test_gallery_page_plays_every_output_of_the_demo(tmp_path: Path, page: Any) -> None:
+def test_gallery_page_plays_every_output_of_both_notebooks(
+    tmp_path: Path, page: Any, audiovisual_diffusers_run: Path, audiovisual_vllm_run: Path
+) -> None:
     require_chromium()
-    demo = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cookbook_tools.demo",
-            "--output-dir",
-            str(tmp_path),
-            "--modes",
-            MODES,
-            "--notebooks",
-            ",".join(notebooks.PAIR),  # the action pair's cards are the same kinds: videos and plots
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=360,
-    )
-    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
-    gallery = tmp_path / "gallery.html"
-    assert f"Gallery of every output: {gallery}" in demo.stdout
+    runs = [notebooks.run_folder_from(executed) for executed in (audiovisual_diffusers_run, audiovisual_vllm_run)]
+    gallery = gallery_page.write_gallery(runs, tmp_path / "gallery.html")
 
-    manifests = [json.loads(p.read_text()) for p in sorted((tmp_path / "media").glob("*/manifest.json"))]
+    manifests = [json.loads((run / "manifest.json").read_text()) for run in runs]
     assert {m["backend"] for m in manifests} == {"diffusers", "vllm_omni"}, "both notebooks ran"
     outputs = [o for m in manifests for o in m["outputs"]]
     kinds = [o["kind"] for o in outputs]

@@ -23,12 +23,13 @@ def test_there_are_notebooks():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_is_committed_clean_with_kernel_python3(path):
+def test_notebook_is_committed_clean_on_python3_with_its_parameters_first(path):
     nb = json.loads(path.read_text())
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            assert cell["outputs"] == [] and cell["execution_count"] is None, "strip outputs before committing"
+    code = [cell for cell in nb["cells"] if cell["cell_type"] == "code"]
+    for cell in code:
+        assert cell["outputs"] == [] and cell["execution_count"] is None, "strip outputs before committing"
+    assert code[0].get("metadata", {}).get("tags") == ["parameters"], "the parameters cell is the first code cell"
     titles = [c for c in nb["cells"] if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("# ")]
     assert len(titles) == 1 and nb["cells"][0] is titles[0], "one H1 title, first"
 

@@ -1,6 +1,7 @@
-"""The transfer pair (`cookbooks/cosmos3/generator/transfer/`) end to end on the tiny checkpoint, by papermill and by
-nbmake: the vLLM-Omni notebook against the real server. Every video and control preview they write is decoded again
-(`tests/transfer_checks.py`), and the two notebooks' videos are compared with each other."""
+"""The transfer pair (`cookbooks/cosmos3/generator/transfer/`) end to end on the tiny checkpoint, each run once per
+session by papermill (tests/conftest.py): the vLLM-Omni notebook against the session's real server. Every video and
+control preview they write is decoded again (`tests/transfer_checks.py`), and the two notebooks' videos are compared
+with each other."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import dataclasses
 from pathlib import Path
 
 import cv2
-import nbformat
 import numpy as np
 import pytest
 from cookbook_tools import notebooks
@@ -21,7 +21,7 @@ from helpers import assets, media, prompts, transfer_settings
 from helpers.assets import notebook_path
 from tests.conftest import SERVER_KEY
 from tests.lesson_cells import run_outside_the_cookbook
-from tests.notebook_checks import SMOKE, execute_smoke, mean_frame_difference, printed, run_nbmake, sections
+from tests.notebook_checks import SMOKE, execute_smoke, mean_frame_difference, printed, sections
 from tests.transfer_checks import TRANSFER_DIFFUSERS, TRANSFER_VLLM, VIDEOS, check_transfer_run
 
 QUICKSTART = (320, 192, 9)  # the quickstart's literal size and length on the tiny checkpoint
@@ -31,14 +31,13 @@ pytestmark = pytest.mark.notebook
 
 
 @pytest.fixture(scope="module")
-def diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
-    return execute_smoke(TRANSFER_DIFFUSERS, tmp_path_factory.mktemp("transfer-diffusers"))
+def diffusers_run(transfer_diffusers_run: Path) -> Path:
+    return transfer_diffusers_run
 
 
 @pytest.fixture(scope="module")
-def vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server) -> Path:
-    folder = tmp_path_factory.mktemp("transfer-vllm")
-    return execute_smoke(TRANSFER_VLLM, folder, BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY)
+def vllm_run(transfer_vllm_run: Path) -> Path:
+    return transfer_vllm_run
 
 
 def test_the_twins_mirror_each_other_and_start_with_the_quickstart() -> None:
@@ -54,14 +53,6 @@ def test_parameters_are_the_twins_plus_the_server() -> None:
         "API_KEY",
     }
     assert set(SMOKE) | {"OUTPUT_DIR", "SPEED", "GUARDRAILS", "DEVICE"} <= notebooks.parameter_names(TRANSFER_DIFFUSERS)
-
-
-@pytest.mark.parametrize("name", [TRANSFER_DIFFUSERS, TRANSFER_VLLM])
-def test_committed_without_outputs_on_the_python3_kernel(name: str) -> None:
-    nb = nbformat.read(notebook_path(name), as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert nb.metadata.kernelspec.name == "python3" and code[0].metadata.get("tags") == ["parameters"]
-    assert all(not c.outputs and c.execution_count is None for c in code)
 
 
 # "When a call is wrong": the cookbook's checks, each naming the field and the fix.
@@ -123,36 +114,6 @@ def test_the_two_notebooks_give_the_same_videos_for_one_control(
             assert backends < FRAME_FRACTION * seed_effect, (video, backends, seed_effect)
     # The served quickstart is the tour's edge job (both notebooks' quickstarts are that call with seed 0).
     assert mean_frame_difference(frames(theirs, "quickstart"), frames(theirs, "edge")) == 0
-
-
-@pytest.mark.parametrize("name", [TRANSFER_DIFFUSERS, TRANSFER_VLLM])
-@pytest.mark.parametrize(
-    ("parameters", "message"),
-    [
-        ({"PRESET": "huge"}, "PRESET='huge' is not a transfer preset. Allowed: 'smoke', 'draft', 'default'"),
-        ({"SPEED": "turbo"}, "SPEED='turbo' is not one of the transfer notebooks' speeds"),
-    ],
-)
-def test_bad_parameters_stop_the_notebook_before_loading_or_starting_a_server(
-    name: str, parameters: dict, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import papermill
-
-    monkeypatch.delenv("OMNI_BASE_URL", raising=False)
-    with pytest.raises(papermill.PapermillExecutionError) as err:
-        execute_smoke(name, tmp_path, **parameters)
-    assert message in str(err.value)
-    output = printed(tmp_path / Path(name).name)
-    assert "Connected to" not in output and "Cosmos3OmniModularPipeline" not in output
-
-
-@pytest.mark.parametrize("name", [TRANSFER_DIFFUSERS, TRANSFER_VLLM])
-def test_nbmake_runs_a_parameterized_copy(name: str, tmp_path: Path, _isolated_cache: Path) -> None:
-    # The vLLM-Omni copy starts (and stops) its own server, as a reader's "Run All" does.
-    params = {**SMOKE, "OUTPUT_DIR": str(tmp_path / "media")}
-    run_nbmake(name, params, tmp_path)
-    (run,) = (tmp_path / "media").glob("*-*")
-    check_transfer_run(run, "smoke", 0, QUICKSTART)
 
 
 def test_the_benchmark_runs_the_notebooks_transfer_on_the_notebooks_pipeline(

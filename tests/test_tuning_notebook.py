@@ -4,7 +4,6 @@ and decoded, `fast` keeps the output, and the several-GPU section prints its com
 from __future__ import annotations
 
 import nbformat
-import papermill
 import pytest
 from cookbook_tools import notebooks
 
@@ -30,9 +29,3 @@ def test_fast_is_timed_against_the_reference_and_keeps_the_output(tmp_path):
     )
     assert "-m tuning.several_gpus" in printed and "GPUS=1" in printed
     assert info["memory_after_cleanup"]["allocated_gib"] < 0.1
-
-
-def test_a_speed_the_notebook_does_not_know_stops_it_before_loading(tmp_path):
-    with pytest.raises(papermill.PapermillExecutionError) as err:
-        notebooks.execute(NAME, tmp_path / NAME, {"MODEL": "tiny", "SPEED": "warp", "OUTPUT_DIR": str(tmp_path / "m")})
-    assert "SPEED='warp' is not allowed" in str(err.value)

@@ -1,52 +1,40 @@
 """run_with_vllm_omni.ipynb end to end on the tiny checkpoint against the real vLLM-Omni server, checked against
 its twin.
 
-Both notebooks run with MODEL="tiny", PRESET="smoke". papermill sends the vLLM-Omni one to the session's server
-(`vllm serve <tiny> --omni`, with an API key); nbmake runs a copy with BASE_URL="auto", so that it starts and stops
-a server of its own as a reader's "Run All" does. Their outputs are decoded and compared file by file.
+Both notebooks run once per session (tests/conftest.py) with MODEL="tiny", PRESET="smoke", every mode: the vLLM-Omni one
+against the session's server (`vllm serve <tiny> --omni`, with an API key). nbmake runs a copy with BASE_URL="auto",
+so that it starts and stops a server of its own as a reader's "Run All" does. Their outputs are decoded and compared
+file by file.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import nbformat
 import pytest
 from cookbook_tools import notebooks
-from papermill.iorw import load_notebook_node
-from papermill.parameterize import parameterize_notebook
 
 from helpers import media
 from helpers.assets import notebook_path
 from helpers.runs import MANIFEST_NAME
 from tests.conftest import SERVER_KEY
-from tests.notebook_checks import ALL_MODES, check_run, mean_frame_difference, sections
+from tests.notebook_checks import ALL_MODES, SMOKE, check_run, mean_frame_difference, run_nbmake, sections
 
 NAME = "run_with_vllm_omni.ipynb"
 TWIN = "run_with_diffusers.ipynb"
-SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0, "PROGRESS": False}
-ALL = {"MODES": "all"}
 
 pytestmark = pytest.mark.notebook
 
 
-def _execute(name: str, out: Path, **parameters: object) -> tuple[Path, dict]:
-    executed = notebooks.execute(name, out / name, {**SMOKE, "OUTPUT_DIR": str(out / "media"), **parameters})
-    return notebooks.run_folder_from(executed), notebooks.run_info(executed)
+@pytest.fixture(scope="module")
+def vllm_run(audiovisual_vllm_run: Path) -> tuple[Path, dict]:
+    return notebooks.run_folder_from(audiovisual_vllm_run), notebooks.run_info(audiovisual_vllm_run)
 
 
 @pytest.fixture(scope="module")
-def vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server) -> tuple[Path, dict]:
-    return _execute(NAME, tmp_path_factory.mktemp("vllm"), BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY, **ALL)
-
-
-@pytest.fixture(scope="module")
-def diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
-    return _execute(TWIN, tmp_path_factory.mktemp("diffusers"), **ALL)[0]
+def diffusers_run(audiovisual_diffusers_run: Path) -> Path:
+    return notebooks.run_folder_from(audiovisual_diffusers_run)
 
 
 def _manifest(run: Path) -> dict:
@@ -80,19 +68,11 @@ def test_the_twins_mirror_each_other_section_by_section() -> None:
     assert shared[:2] == ["## Parameters", "## Quickstart"]
 
 
-def test_committed_without_outputs_on_the_python3_kernel() -> None:
-    nb = nbformat.read(notebook_path(NAME), as_version=4)
-    assert nb.metadata.kernelspec.name == "python3"
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(not c.outputs and c.execution_count is None for c in code)
-    assert code[0].metadata.get("tags") == ["parameters"]
-
-
 def test_papermill_run_against_the_real_server_writes_every_mode_and_every_file_is_what_the_settings_ask(
     vllm_run: tuple[Path, dict],
 ) -> None:
     # The wall time is measured by tools/benchmarks/notebook_wall_time.py, not asserted here.
-    check_run(vllm_run[0], ALL_MODES, "smoke", 0)
+    check_run(vllm_run[0], ALL_MODES, "smoke", 0, compared=("smoke",))
     samples, rate = media.read_audio(vllm_run[0] / "t2v_sound.wav")
     assert rate == 48000 and samples.shape == (2, round(17 / 24 * 48000))
 
@@ -158,61 +138,10 @@ def test_several_clients_at_once_are_all_served(vllm_run: tuple[Path, dict]) -> 
         assert 0 < r["server_s"] <= r["total_s"]
 
 
-@pytest.mark.parametrize(
-    ("parameters", "message"),
-    [
-        ({"IMAGE": __file__}, "IMAGE="),
-        ({"GUARDRAILS": "yes"}, "GUARDRAILS='yes' is not allowed. Allowed values: 'auto', 'on', 'off'"),
-        ({"SPEED": "warp"}, "SPEED='warp' is not allowed"),
-        # The default Hub id, with BASE_URL="auto", on a machine without a GPU: refused before a server starts.
-        ({"MODEL": "nvidia/Cosmos3-Nano", "BASE_URL": "auto"}, 'set MODEL = "tiny" and PRESET = "smoke"'),
-    ],
-)
-def test_bad_parameters_stop_the_notebook_before_a_server_starts(
-    tmp_path: Path, parameters, message, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import papermill
-
-    from local_server import serve
-
-    if parameters.get("MODEL") == "nvidia/Cosmos3-Nano" and serve.has_nvidia_gpu():
-        pytest.skip("with an NVIDIA GPU the Hub id is served: this case is for machines without one")
-    monkeypatch.delenv("OMNI_BASE_URL", raising=False)  # BASE_URL="auto" must mean a server of the notebook's own
-
-    with pytest.raises(papermill.PapermillExecutionError) as err:
-        notebooks.execute(NAME, tmp_path / NAME, {**SMOKE, "OUTPUT_DIR": str(tmp_path / "media"), **parameters})
-    assert message in str(err.value)
-    cells = nbformat.read(tmp_path / NAME, as_version=4).cells
-    printed = [o.get("text", "") for cell in cells for o in cell.get("outputs", [])]
-    assert not any("Connected to" in text for text in printed)  # no server was started for a request that cannot run
-
-
 def test_nbmake_runs_a_parameterized_copy(tmp_path: Path, _isolated_cache: Path) -> None:
-    nb = load_notebook_node(str(notebook_path(NAME)))  # adds the `tags` metadata parameterize_notebook reads
     # BASE_URL="auto": the copy starts (and stops) the real server itself, as a reader's "Run All" does.
     params = {**SMOKE, "BASE_URL": "auto", "MODES": "t2v,t2v_sound", "OUTPUT_DIR": str(tmp_path / "media")}
-    copy = tmp_path / NAME
-    nbformat.write(parameterize_notebook(nb, params), copy)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--nbmake",
-            "--nbmake-kernel=python3",
-            "--nbmake-timeout=300",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(copy),
-        ],
-        cwd=tmp_path,
-        env=os.environ.copy(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_nbmake(NAME, params, tmp_path, timeout_s=300)
     runs = list((tmp_path / "media").glob("vllm_omni-*"))
     assert len(runs) == 1 and media.probe(runs[0] / "t2v_sound.mp4").has_audio
 

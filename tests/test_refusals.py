@@ -1,0 +1,164 @@
+"""Bad input is refused where it is checked: in each notebook's set-up, before a model loads or a server starts.
+
+Every refusal runs the notebook's own set-up cells in this process (`notebook_checks.run_setup`), so each case costs
+what its check costs, not a kernel's start. One bad-parameter run per notebook, in a fresh kernel, shows the refusal
+stops a real "Run All" there: nothing loaded, no server started, nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import papermill
+import pytest
+from cookbook_tools import notebooks
+
+from helpers.errors import CookbookError, InvalidSettingError, MediaError
+from tests.notebook_checks import ReachedTheServer, media_files, printed, run_setup
+
+AV_DIFFUSERS, AV_VLLM, TUNING = (*notebooks.PAIR, notebooks.TUNING)
+ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR
+TRANSFER_DIFFUSERS, TRANSFER_VLLM = notebooks.TRANSFER_PAIR
+VLLM = {AV_VLLM, ACTION_VLLM, TRANSFER_VLLM}
+NOWHERE = "http://127.0.0.1:9"  # a vLLM-Omni set-up that got past its checks stops at the wait for this server
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _parameters(name: str, folder: Path, **changes: object) -> dict[str, object]:
+    base: dict[str, object] = {"MODEL": "tiny", "PRESET": "smoke", "OUTPUT_DIR": str(folder / "media")}
+    if name in VLLM:
+        base["BASE_URL"] = NOWHERE
+    return {**base, **changes}
+
+
+CASES = [
+    (AV_DIFFUSERS, {"PRESET": "ultra"}, "Unknown preset 'ultra'. Allowed presets: 'smoke'"),
+    (AV_DIFFUSERS, {"MODES": "t2v,t2x"}, "Unknown mode 't2x'"),
+    (AV_DIFFUSERS, {"IMAGE": "/no/such/image.png", "MODES": "i2v"}, "Conditioning image not found: /no/such/image.png"),
+    (AV_DIFFUSERS, {"SPEED": "ludicrous"}, "SPEED='ludicrous' is not one of the audiovisual notebooks' speeds."),
+    (AV_DIFFUSERS, {"GUARDRAILS": "yes"}, "GUARDRAILS='yes' is not allowed. Allowed values: 'auto', 'on', 'off'"),
+    (AV_DIFFUSERS, {"TIER": "1080p"}, "Unknown resolution tier '1080p'. Allowed tiers: '256p', '480p', '720p'"),
+    (AV_DIFFUSERS, {"VIDEO": __file__}, "VIDEO="),  # not a video
+    (AV_DIFFUSERS, {"FIRST_LAST": "only-one.png"}, "FIRST_LAST='only-one.png' must name two images"),
+    (AV_DIFFUSERS, {"MODEL": "/no/such/checkpoint"}, "MODEL='/no/such/checkpoint' is written as a path"),
+    (AV_VLLM, {"IMAGE": __file__}, "IMAGE="),
+    (AV_VLLM, {"GUARDRAILS": "yes"}, "GUARDRAILS='yes' is not allowed. Allowed values: 'auto', 'on', 'off'"),
+    (AV_VLLM, {"SPEED": "warp"}, "SPEED='warp' is not allowed"),
+    (TUNING, {"SPEED": "warp"}, "SPEED='warp' is not allowed"),
+    *((name, {"ROLLOUT_CHUNKS": 5}, "ROLLOUT_CHUNKS=5 must be 1 to 3") for name in (ACTION_DIFFUSERS, ACTION_VLLM)),
+    *(
+        (name, {"PRESET": "huge"}, "PRESET='huge' is not an action preset. Allowed: 'smoke', 'draft', 'default'")
+        for name in (ACTION_DIFFUSERS, ACTION_VLLM)
+    ),
+    *(
+        (name, {"PRESET": "huge"}, "PRESET='huge' is not a transfer preset. Allowed: 'smoke', 'draft', 'default'")
+        for name in (TRANSFER_DIFFUSERS, TRANSFER_VLLM)
+    ),
+    *(
+        (name, {"SPEED": "turbo"}, "SPEED='turbo' is not one of the transfer notebooks' speeds")
+        for name in (TRANSFER_DIFFUSERS, TRANSFER_VLLM)
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "changes", "message"), CASES)
+def test_the_set_up_refuses_bad_input_naming_the_parameter_and_writes_nothing(
+    name: str, changes: dict, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(CookbookError) as err:  # the cookbook's own errors: a setting, a file, a model
+        run_setup(name, _parameters(name, tmp_path, **changes), monkeypatch)
+    assert message in str(err.value)
+    assert media_files(tmp_path / "media") == []
+
+
+@pytest.mark.parametrize("name", [AV_DIFFUSERS, AV_VLLM])
+def test_the_published_hub_id_on_a_machine_without_a_gpu_is_refused_before_any_download(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from local_server import serve
+
+    if _has_cuda() or serve.has_nvidia_gpu():
+        pytest.skip("with a GPU the Hub id is accepted: this case is for machines without one")
+    # BASE_URL="auto": a server of the notebook's own would be started for it, and is refused instead.
+    parameters = _parameters(
+        name, tmp_path, MODEL="nvidia/Cosmos3-Nano", **({"BASE_URL": "auto"} if name in VLLM else {})
+    )
+    with pytest.raises(CookbookError, match='set MODEL = "tiny" and PRESET = "smoke"'):
+        run_setup(name, parameters, monkeypatch)
+
+
+def test_an_output_dir_that_cannot_be_written_is_named_before_the_model_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(MediaError, match="cannot be written to") as err:
+        run_setup(
+            AV_DIFFUSERS, _parameters(AV_DIFFUSERS, tmp_path, OUTPUT_DIR=str(tmp_path / "a-file" / "x")), monkeypatch
+        )
+    assert "OUTPUT_DIR=" in str(err.value)
+
+
+def test_a_checkpoint_without_action_heads_is_refused_at_set_up_naming_the_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from offline_checkpoints import ensure_tiny_checkpoint
+
+    folder = tmp_path / "no-action-heads"
+    shutil.copytree(ensure_tiny_checkpoint(), folder)
+    config = folder / "transformer" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "action_gen": False}))
+    changes = {"MODEL": str(folder), "POLICY_MODEL": "tiny-nosound", "GUARDRAILS": "off"}
+    with pytest.raises(InvalidSettingError, match="its transformer config has action_gen=False"):
+        run_setup(ACTION_DIFFUSERS, _parameters(ACTION_DIFFUSERS, tmp_path, **changes), monkeypatch)
+
+
+@pytest.mark.parametrize("name", notebooks.NOTEBOOKS)
+def test_good_input_passes_the_set_up(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The other side of every case above: the same cells with the smoke parameters refuse nothing. A vLLM-Omni
+    # set-up goes on to wait for its server; a Diffusers one ends with the values its lesson cells read.
+    if name in VLLM:
+        with pytest.raises(ReachedTheServer):
+            run_setup(name, _parameters(name, tmp_path), monkeypatch)
+    else:
+        namespace = run_setup(name, _parameters(name, tmp_path), monkeypatch)
+        assert Path(namespace["MODEL"] if name != TUNING else namespace["checkpoint"].path).is_dir()
+
+
+# One per notebook, in a kernel: the wrong preset stops "Run All" in the set-up cell.
+KERNEL_RUNS = {
+    AV_DIFFUSERS: "Unknown preset 'huge'",
+    AV_VLLM: "Unknown preset 'huge'",
+    TUNING: "Unknown preset 'huge'",
+    ACTION_DIFFUSERS: "PRESET='huge' is not an action preset",
+    ACTION_VLLM: "PRESET='huge' is not an action preset",
+    TRANSFER_DIFFUSERS: "PRESET='huge' is not a transfer preset",
+    TRANSFER_VLLM: "PRESET='huge' is not a transfer preset",
+}
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", notebooks.NOTEBOOKS)
+def test_a_bad_parameter_stops_run_all_before_loading_or_starting_a_server(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OMNI_BASE_URL", raising=False)  # BASE_URL="auto" would mean a server of the notebook's own
+    parameters = {"MODEL": "tiny", "PRESET": "huge", "PROGRESS": False, "OUTPUT_DIR": str(tmp_path / "media")}
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        notebooks.execute(name, tmp_path / Path(name).name, parameters)
+    assert KERNEL_RUNS[name] in str(err.value)
+    output = printed(tmp_path / Path(name).name)
+    assert "Connected to" not in output and "Loaded" not in output, output[-2000:]
+    assert media_files(tmp_path / "media") == []
+
+
+def test_a_misspelled_parameter_is_refused_instead_of_ignored(tmp_path: Path) -> None:
+    # papermill only warns about a name the notebook does not have, and runs with the default.
+    with pytest.raises(InvalidSettingError, match="PRESETS"):
+        notebooks.execute(AV_DIFFUSERS, tmp_path / "out.ipynb", {"MODEL": "tiny", "PRESETS": "smoke"})

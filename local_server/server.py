@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 from tqdm.auto import tqdm
@@ -306,6 +307,23 @@ class Endpoint:
 
     def async_transport(self) -> httpx.AsyncBaseTransport | None:
         return _AsyncWatched(self.server) if self.server else None
+
+    def explain_lost_connections_in(self, shell: Any) -> None:
+        """In IPython (`shell` is `get_ipython()`), a lesson cell's own plain httpx request that loses a local server
+        shows, under its traceback, the server's exit status and the end of its log, as the watched transport's
+        clients do. Nothing changes for an external server or outside IPython."""
+        if self.server is None or shell is None:
+            return
+        server = self.server
+
+        def say_if_exited(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> None:
+            shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+            try:
+                server.raise_if_exited()
+            except ServerExitedError as exited:
+                print(exited, file=sys.stderr)
+
+        shell.set_custom_exc((httpx.TransportError,), say_if_exited)
 
     def close(self) -> None:
         if self.server is not None:

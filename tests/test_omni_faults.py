@@ -136,17 +136,34 @@ def test_a_client_that_hangs_up_mid_generation_leaves_the_server_serving(
     assert media.probe(tmp_path / "after.mp4").num_frames == 5
 
 
+# A plain httpx request of a lesson cell's own, in IPython, after the server died.
+PLAIN_REQUEST = """
+import httpx
+httpx.post("{url}/v1/videos/sync", data={{"model": "tiny", "prompt": "plain"}}, timeout=60)
+"""
+
+
 @pytest.mark.slow
-def test_a_server_that_dies_mid_request_fails_the_waiting_call_with_its_exit_status(
-    _isolated_cache: Path, tmp_path: Path
+def test_a_server_that_fails_a_request_then_dies_mid_request_says_so_each_time(
+    _isolated_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """What a notebook cell waiting on `/v1/videos/sync` meets when the machine loses the server (its whole process
-    group killed while the request is in the denoising loop): an error naming the exit status and the log (not a
-    bare "connection error"), and the run's earlier files untouched."""
+    """What a notebook meets from a local server that goes wrong, on one server: an error answer of its own (its
+    message and the end of its log); then the machine losing it (its whole process group killed) while a request is
+    in the denoising loop: the waiting call, a later call and a lesson cell's plain httpx request in IPython each
+    name the exit status and the log, not a bare "connection error"; the run's earlier files are untouched."""
+    from IPython.core.interactiveshell import InteractiveShell
+
     run = runs.Run.create(tmp_path, backend="vllm_omni", model="tiny")
     with LocalServer.start("tiny", flags=["--no-guardrails"], progress=False) as doomed:
         endpoint = Endpoint(doomed.base_url, None, doomed)
         with omni_http.http_client(doomed.base_url, transport=endpoint.transport()) as http:
+            with pytest.raises(ServerFailedError) as answered:
+                http.post(
+                    "/v1/videos/sync",
+                    data={"model": "tiny", "prompt": "x", **omni_http.video_fields(SMALL), **PIPELINE_ERROR},
+                )
+            with pytest.raises(OmniAPIError) as refused:  # a bad request is the request's fault: no log to read
+                http.post("/v1/videos/sync", data={"model": "tiny", "prompt": "x", "size": "big"})
             with run.generation(SMALL) as gen:
                 gen.save_bytes(sync_video(http, "before", SMALL).content, ".mp4")
             saved = (run.path / "t2v.mp4").read_bytes()
@@ -155,39 +172,26 @@ def test_a_server_that_dies_mid_request_fails_the_waiting_call_with_its_exit_sta
             wait_until_denoising(doomed, log_from)
             os.killpg(doomed.process.pid, signal.SIGKILL)
             worker.join(60)
-        log = str(doomed.log_path)
-    assert len(failure) == 1 and isinstance(failure[0], ServerExitedError), failure
-    message = str(failure[0])
-    assert f"exited with status {-signal.SIGKILL} while this request waited" in message
-    assert f"Last lines of its log ({log})" in message and "Command:" in message
-    assert (run.path / "t2v.mp4").read_bytes() == saved
-    manifest = json.loads((run.path / runs.MANIFEST_NAME).read_text())
-    assert [o["path"] for o in manifest["outputs"]] == ["t2v.mp4"] and media.probe(run.path / "t2v.mp4").num_frames == 5
-
-
-@pytest.mark.slow
-def test_a_server_that_fails_on_a_request_and_then_dies_says_so_each_time(_isolated_cache: Path) -> None:
-    """A server can answer with an error of its own before it goes: the reader sees its message and the end of its
-    log; a request after it died sees the exit status."""
-    with LocalServer.start("tiny", flags=["--no-guardrails"], progress=False) as failing:
-        endpoint = Endpoint(failing.base_url, None, failing)
-        with omni_http.http_client(failing.base_url, transport=endpoint.transport()) as http:
-            with pytest.raises(ServerFailedError) as answered:
-                http.post(
-                    "/v1/videos/sync",
-                    data={"model": "tiny", "prompt": "x", **omni_http.video_fields(SMALL), **PIPELINE_ERROR},
-                )
-            with pytest.raises(OmniAPIError) as refused:  # a bad request is the request's fault: no log to read
-                http.post("/v1/videos/sync", data={"model": "tiny", "prompt": "x", "size": "big"})
-            os.killpg(failing.process.pid, signal.SIGKILL)
             with pytest.raises(ServerExitedError) as gone:
                 sync_video(http, "after", SMALL)
-        log = str(failing.log_path)
+        shell = InteractiveShell.instance()
+        endpoint.explain_lost_connections_in(shell)
+        capsys.readouterr()
+        shell.run_cell(PLAIN_REQUEST.format(url=doomed.base_url))
+        in_ipython = capsys.readouterr()
+        log = str(doomed.log_path)
     message = str(answered.value)
     assert answered.value.status == 500 and "negative_metadata_mode must be" in message
     assert f"Last lines of its log ({log})" in message and "negative_metadata_mode" in message.split(log, 1)[1]
     assert type(refused.value) is OmniAPIError and "Last lines" not in str(refused.value)
-    assert f"exited with status {-signal.SIGKILL}" in str(gone.value) and log in str(gone.value)
+    assert len(failure) == 1 and isinstance(failure[0], ServerExitedError), failure
+    for exited in (str(failure[0]), str(gone.value), in_ipython.err):
+        assert f"exited with status {-signal.SIGKILL}" in exited and f"Last lines of its log ({log})" in exited
+    assert "while this request waited" in str(failure[0]) and "Command:" in str(failure[0])
+    assert "ConnectError" in in_ipython.out + in_ipython.err  # the reader's own traceback is still shown
+    assert (run.path / "t2v.mp4").read_bytes() == saved
+    manifest = json.loads((run.path / runs.MANIFEST_NAME).read_text())
+    assert [o["path"] for o in manifest["outputs"]] == ["t2v.mp4"] and media.probe(run.path / "t2v.mp4").num_frames == 5
 
 
 def test_a_port_in_use_fails_at_once_naming_the_port_and_the_fix(

@@ -77,10 +77,10 @@ def _frames(run: Path, name: str) -> np.ndarray:
 
 # Measured on the tiny checkpoints with the smoke preset: with the same seed, the two notebooks' forward-dynamics
 # videos differ by under 0.1 levels of 255 (the server computes in bfloat16 and encodes its own H.264) and their
-# predicted actions by about 1e-6, while changing only the seed moves the video by about 12 levels and the actions
-# by about 5 (the tiny transformer's actions are unscaled noise). Agreement is required within a fortieth of the
-# seed's effect on the frames and a thousandth on the actions: a backend that drew its noise in another order, or
-# padded the canvas the other did not, is as far apart as another seed.
+# predicted actions by about 1e-6, while changing only the seed moves the video by 18 to 25 levels and the actions
+# by 0.7 (the policy's) to 6 (the tiny transformer's actions are unscaled noise). Agreement is required within a
+# fortieth of the seed's effect on the frames and a thousandth on the actions: a backend that drew its noise in
+# another order, or padded the canvas the other did not, is as far apart as another seed.
 FRAME_FRACTION, ACTION_FRACTION = 1 / 40, 1 / 1000
 
 

@@ -84,7 +84,7 @@ def test_vllm_notebook_against_the_real_server_writes_the_same_files(vllm_run: P
 
 
 # Measured on the tiny checkpoint with the smoke preset: with the same seed the two notebooks' single-control videos
-# differ by 0.002 to 0.11 levels of 255 (the server computes in its own order and encodes its own H.264), while
+# differ by 0.003 to 0.05 levels of 255 (the server computes in its own order and encodes its own H.264), while
 # changing only the seed moves them by about 20 levels. Before the notebooks set the native noise schedule,
 # diffusers' transfer step denoised at UniPC's own levels and the backends differed by 1.5 levels, a fourteenth of a
 # seed. Agreement is required within a hundredth of the seed's effect, so that mismatch, a prompt tokenised

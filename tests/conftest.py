@@ -80,6 +80,10 @@ def _smoke_run(factory: pytest.TempPathFactory, name: str, **parameters: object)
     return execute_smoke(name, factory.mktemp(name.replace("/", "-").removesuffix(".ipynb")), **parameters)
 
 
+def _served_run(factory: pytest.TempPathFactory, name: str, server: LocalServer, **parameters: object) -> Path:
+    return _smoke_run(factory, name, BASE_URL=server.base_url, API_KEY=SERVER_KEY, **parameters)
+
+
 @pytest.fixture(scope="session")
 def audiovisual_diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
     """The audiovisual Diffusers notebook with every mode and the comparison section: the executed notebook."""
@@ -88,14 +92,7 @@ def audiovisual_diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolate
 
 @pytest.fixture(scope="session")
 def audiovisual_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: LocalServer) -> Path:
-    return _smoke_run(
-        tmp_path_factory,
-        "run_with_vllm_omni.ipynb",
-        MODES="all",
-        COMPARE="smoke",
-        BASE_URL=omni_server.base_url,
-        API_KEY=SERVER_KEY,
-    )
+    return _served_run(tmp_path_factory, "run_with_vllm_omni.ipynb", omni_server, MODES="all", COMPARE="smoke")
 
 
 @pytest.fixture(scope="session")
@@ -107,13 +104,8 @@ def action_diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cac
 def action_vllm_run(
     tmp_path_factory: pytest.TempPathFactory, omni_server: LocalServer, omni_server_nosound: LocalServer
 ) -> Path:
-    return _smoke_run(
-        tmp_path_factory,
-        "action/run_with_vllm_omni.ipynb",
-        BASE_URL=omni_server.base_url,
-        POLICY_BASE_URL=omni_server_nosound.base_url,
-        API_KEY=SERVER_KEY,
-    )
+    name = "action/run_with_vllm_omni.ipynb"
+    return _served_run(tmp_path_factory, name, omni_server, POLICY_BASE_URL=omni_server_nosound.base_url)
 
 
 @pytest.fixture(scope="session")
@@ -123,6 +115,4 @@ def transfer_diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_c
 
 @pytest.fixture(scope="session")
 def transfer_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: LocalServer) -> Path:
-    return _smoke_run(
-        tmp_path_factory, "transfer/run_with_vllm_omni.ipynb", BASE_URL=omni_server.base_url, API_KEY=SERVER_KEY
-    )
+    return _served_run(tmp_path_factory, "transfer/run_with_vllm_omni.ipynb", omni_server)

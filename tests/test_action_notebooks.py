@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,16 +23,6 @@ from tests.notebook_checks import SMOKE, mean_frame_difference, printed, section
 CHUNKS = 3  # the notebooks' default rollout
 
 pytestmark = pytest.mark.notebook
-
-
-@pytest.fixture(scope="module")
-def diffusers_run(action_diffusers_run: Path) -> Path:
-    return action_diffusers_run
-
-
-@pytest.fixture(scope="module")
-def vllm_run(action_vllm_run: Path) -> Path:
-    return action_vllm_run
 
 
 def test_the_twins_mirror_each_other_and_start_with_the_quickstart() -> None:
@@ -52,10 +43,10 @@ def test_parameters_are_the_twins_plus_the_servers() -> None:
     assert set(SMOKE) | {"OUTPUT_DIR", "POLICY_MODEL", "ROLLOUT_CHUNKS"} <= notebooks.parameter_names(ACTION_DIFFUSERS)
 
 
-def test_diffusers_notebook_writes_every_video_action_file_and_plot(diffusers_run: Path) -> None:
-    manifest = check_action_run(notebooks.run_folder_from(diffusers_run), "smoke", 0, CHUNKS)
+def test_diffusers_notebook_writes_every_video_action_file_and_plot(action_diffusers_run: Path) -> None:
+    manifest = check_action_run(notebooks.run_folder_from(action_diffusers_run), "smoke", 0, CHUNKS)
     assert manifest["info"]["device"] == "cpu"
-    output = printed(diffusers_run)
+    output = printed(action_diffusers_run)
     # "When a call is wrong": the cookbook's own checks and diffusers' CosmosActionCondition, each naming the field.
     assert "actions have 7 columns but domain_name='av' takes 9" in output
     assert "domain_name='tank' has no preset" in output
@@ -63,9 +54,9 @@ def test_diffusers_notebook_writes_every_video_action_file_and_plot(diffusers_ru
     assert "`raw_actions` width (7) does not match the expected action width (9)" in output
 
 
-def test_vllm_notebook_against_the_real_server_writes_the_same_files(vllm_run: Path) -> None:
-    check_action_run(notebooks.run_folder_from(vllm_run), "smoke", 0, CHUNKS)
-    output = printed(vllm_run)
+def test_vllm_notebook_against_the_real_server_writes_the_same_files(action_vllm_run: Path) -> None:
+    check_action_run(notebooks.run_folder_from(action_vllm_run), "smoke", 0, CHUNKS)
+    output = printed(action_vllm_run)
     assert "HTTP 400: Part exceeded maximum size of 1024KB." in output  # the 20,000-step action field
     assert "HTTP 500: Unknown Cosmos3 action domain_name='tank'" in output  # the job failed; act raised its error
     assert "left http://127.0.0.1:" in output and "local server stopped" not in output  # the session's servers
@@ -97,29 +88,28 @@ def _seed_one(pipe: object, folder: Path, monkeypatch: pytest.MonkeyPatch) -> di
     tasks = {name: rest for name, *rest in action_tasks.tasks("smoke")}
     made: dict[str, np.ndarray] = {}
 
-    def act(pipe: object, task: str, name: str) -> np.ndarray | None:
+    def act(notebook_act: Any, task: str, name: str) -> np.ndarray | None:
         s, picture, given = tasks[task]
         s = dataclasses.replace(s, seed=1)
-        video, predicted = lessons.define(ACTION_DIFFUSERS, pipe=pipe)["act"](
-            s, s.prompt, action_tasks.fitted(s, picture), action=given
-        )
+        video, predicted = notebook_act(s, s.prompt, action_tasks.fitted(s, picture), action=given)
         made[name] = media.read_frames(media.write_video(folder / f"{name}.mp4", video, s.fps)).astype(np.int16)
         return predicted
 
-    act(pipe, "fd_av", "fd_av")
-    act(pipe, "fd_droid", "fd_droid_chunk0")
-    made["id_av_predicted"] = act(pipe, "id_av", "id_av")
+    world_model = lessons.define(ACTION_DIFFUSERS, pipe=pipe)["act"]
+    act(world_model, "fd_av", "fd_av")
+    act(world_model, "fd_droid", "fd_droid_chunk0")
+    made["id_av_predicted"] = act(world_model, "id_av", "id_av")
     policy = load_pipeline("tiny-nosound", device="cpu")[0]  # the policy's checkpoint, as the notebook loads it
     made["policy_droid_actions"] = actions.DROID_NORMALIZATION.denormalize(
-        act(policy, "policy_droid", "policy_droid_lerobot")
+        act(lessons.define(ACTION_DIFFUSERS, pipe=policy)["act"], "policy_droid", "policy_droid_lerobot")
     )
     return made
 
 
 def test_the_two_notebooks_give_the_same_videos_and_actions(
-    diffusers_run: Path, vllm_run: Path, tiny_pipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    action_diffusers_run: Path, action_vllm_run: Path, tiny_pipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ours, theirs = notebooks.run_folder_from(diffusers_run), notebooks.run_folder_from(vllm_run)
+    ours, theirs = notebooks.run_folder_from(action_diffusers_run), notebooks.run_folder_from(action_vllm_run)
     other_seed = _seed_one(tiny_pipe[0], tmp_path, monkeypatch)
     for video in ("fd_av", "fd_droid_chunk0", "policy_droid_lerobot"):
         seed_effect = mean_frame_difference(_frames(ours, video), other_seed[video])
@@ -132,7 +122,7 @@ def test_the_two_notebooks_give_the_same_videos_and_actions(
 
 
 def test_the_benchmark_runs_the_notebooks_act_on_what_the_notebook_gives_it(
-    diffusers_run: Path, tiny_pipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    action_diffusers_run: Path, tiny_pipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # tools/benchmarks/action_tasks.py times the notebook's own `act`, on its own task list: what it hands `act`
     # must make the notebook's file for the same task.
@@ -144,7 +134,7 @@ def test_the_benchmark_runs_the_notebooks_act_on_what_the_notebook_gives_it(
     act = lessons.define(ACTION_DIFFUSERS, pipe=tiny_pipe[0])["act"]
     video, _ = act(s, s.prompt, action_tasks.fitted(s, picture), action=chunk)
     ours = media.read_frames(media.write_video(tmp_path / "act.mp4", video, s.fps))
-    np.testing.assert_array_equal(ours, _frames(notebooks.run_folder_from(diffusers_run), "fd_droid_chunk0"))
+    np.testing.assert_array_equal(ours, _frames(notebooks.run_folder_from(action_diffusers_run), "fd_droid_chunk0"))
 
 
 # The lesson cells (the quickstart and `act`) pasted into a fresh Python process without the cookbook, with only the

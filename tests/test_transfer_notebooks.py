@@ -30,16 +30,6 @@ PROMPT = "A city street on a rainy evening: wet asphalt mirrors the shop lights,
 pytestmark = pytest.mark.notebook
 
 
-@pytest.fixture(scope="module")
-def diffusers_run(transfer_diffusers_run: Path) -> Path:
-    return transfer_diffusers_run
-
-
-@pytest.fixture(scope="module")
-def vllm_run(transfer_vllm_run: Path) -> Path:
-    return transfer_vllm_run
-
-
 def test_the_twins_mirror_each_other_and_start_with_the_quickstart() -> None:
     vllm, diffusers = sections(TRANSFER_VLLM), sections(TRANSFER_DIFFUSERS)
     assert [h.replace("request", "call") for h in vllm] == diffusers
@@ -65,19 +55,19 @@ REFUSALS = (
 )
 
 
-def test_diffusers_notebook_writes_every_video_and_control_preview(diffusers_run: Path) -> None:
-    manifest = check_transfer_run(notebooks.run_folder_from(diffusers_run), "smoke", 0, QUICKSTART)
+def test_diffusers_notebook_writes_every_video_and_control_preview(transfer_diffusers_run: Path) -> None:
+    manifest = check_transfer_run(notebooks.run_folder_from(transfer_diffusers_run), "smoke", 0, QUICKSTART)
     assert manifest["info"]["device"] == "cpu"
-    output = printed(diffusers_run)
+    output = printed(transfer_diffusers_run)
     for refusal in REFUSALS:
         assert refusal in output, refusal
     assert "not_a_video.mp4 cannot be read" in output
     assert "9 frames in 2 chunks of 5, overlapping by 1" in output
 
 
-def test_vllm_notebook_against_the_real_server_writes_the_same_files(vllm_run: Path) -> None:
-    check_transfer_run(notebooks.run_folder_from(vllm_run), "smoke", 0, QUICKSTART)
-    output = printed(vllm_run)
+def test_vllm_notebook_against_the_real_server_writes_the_same_files(transfer_vllm_run: Path) -> None:
+    check_transfer_run(notebooks.run_folder_from(transfer_vllm_run), "smoke", 0, QUICKSTART)
+    output = printed(transfer_vllm_run)
     for refusal in REFUSALS:
         assert refusal in output, refusal
     assert "HTTP 400: control_reference must be an image or video file." in output  # the server's own check
@@ -97,9 +87,9 @@ SINGLE = [name for name, hints in VIDEOS.items() if len(hints) == 1]
 
 
 def test_the_two_notebooks_give_the_same_videos_for_one_control(
-    diffusers_run: Path, vllm_run: Path, tmp_path: Path
+    transfer_diffusers_run: Path, transfer_vllm_run: Path, tmp_path: Path
 ) -> None:
-    ours, theirs = notebooks.run_folder_from(diffusers_run), notebooks.run_folder_from(vllm_run)
+    ours, theirs = notebooks.run_folder_from(transfer_diffusers_run), notebooks.run_folder_from(transfer_vllm_run)
     other_seed = notebooks.run_folder_from(execute_smoke(TRANSFER_DIFFUSERS, tmp_path, SEED=1))
 
     def frames(run: Path, video: str) -> np.ndarray:
@@ -117,7 +107,7 @@ def test_the_two_notebooks_give_the_same_videos_for_one_control(
 
 
 def test_the_benchmark_runs_the_notebooks_transfer_on_the_notebooks_pipeline(
-    diffusers_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    transfer_diffusers_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # tools/benchmarks/transfer_tasks.py times the notebook's own `transfer` on the pipeline it loads and schedules:
     # with the notebook's depth control and smoke settings, that must make the notebook's file.
@@ -132,7 +122,8 @@ def test_the_benchmark_runs_the_notebooks_transfer_on_the_notebooks_pipeline(
     fitted = {"depth": [media.fit_frame(f, 320, 192) for f in depth]}
     video = transfer(s, fitted, PROMPT, prompts.negative_prompt())
     ours = media.read_frames(media.write_video(tmp_path / "depth.mp4", video, s.fps))
-    np.testing.assert_array_equal(ours, media.read_frames(notebooks.run_folder_from(diffusers_run) / "depth.mp4"))
+    notebook_file = notebooks.run_folder_from(transfer_diffusers_run) / "depth.mp4"
+    np.testing.assert_array_equal(ours, media.read_frames(notebook_file))
 
 
 # The lesson cells: the quickstart (the published call, as pasted into a file) and `transfer` (the call every section

@@ -370,6 +370,18 @@ def settings_for_modes(
     return {mode: settings_for(mode, preset, model=model, **given) for mode in parse_modes(modes)}
 
 
+def distilled_settings(model: str, preset: str = "default", **overrides: Any) -> dict[str, AudiovisualSettings]:
+    """`{mode: settings}` for a 4-step checkpoint (`DISTILLED_MODEL`): each mode it makes, at the preset's size, with
+    its own 4 steps and no guidance. Empty for an empty `model`; a local folder is taken to make both."""
+    if not model:
+        return {}
+    found = models.variant(model)
+    modes = found.modes if found is not None and found.modes is not None else ("t2i", "i2v")
+    if found is None or found.fixed_steps is None:
+        overrides = {**overrides, "num_inference_steps": 4, "guidance_scale": 1.0}
+    return settings_for_modes(",".join(modes), preset, model=model, **overrides)
+
+
 def _tier_of(size: tuple[int, int]) -> str | None:
     for tier, by_ratio in SIZES.items():
         if size in by_ratio.values():

@@ -116,8 +116,24 @@ def split(model: str) -> tuple[str, str | None]:
     return SHORT_NAMES.get(name.lower(), name), revision or None
 
 
+# The offline 4-step checkpoint (offline_checkpoints' `tiny-distilled`) takes the published ones' fixed schedule; it
+# is one checkpoint of both, so it makes images and image-to-video.
+TINY_DISTILLED = Variant(
+    "tiny-distilled",
+    "toy, 4 steps",
+    "none (a CPU)",
+    modes=("t2i", "i2v"),
+    guidance_scale=1.0,
+    fixed_steps=4,
+    fp8_revision=False,
+)
+
+
 def variant(model: str) -> Variant | None:
-    """The published checkpoint `MODEL` names (any revision), or None for a local folder, `tiny` or another id."""
+    """The published checkpoint `MODEL` names (any revision), `TINY_DISTILLED`, or None for a local folder, `tiny` or
+    another id."""
+    if model == TINY_DISTILLED.model_id:
+        return TINY_DISTILLED
     model_id, revision = split(model)
     found = VARIANTS.get(model_id)
     if found is not None and revision is not None and (revision != "fp8" or not found.fp8_revision):
@@ -126,13 +142,14 @@ def variant(model: str) -> Variant | None:
     return found
 
 
-def needs_a_gpu(model: str, what: str) -> str:
+def needs_a_gpu(model: str, what: str, parameter: str = "MODEL") -> str:
     """The message for a published checkpoint asked for on a machine without a GPU, before anything is downloaded.
-    `what` says what needs the GPU ("it", "its server")."""
+    `what` says what needs the GPU ("it", "its server"); `parameter` is the notebook parameter that named it."""
+    offline = "tiny-distilled" if parameter == "DISTILLED_MODEL" else "tiny"
     return (
-        f"MODEL={model!r} is a published Cosmos 3 checkpoint (Nano alone is 16 B parameters, about 32 GB) and {what} "
-        "needs an NVIDIA GPU, but this machine has none. Nothing was downloaded. Without a GPU, set "
-        'MODEL = "tiny" and PRESET = "smoke": an offline random-weight checkpoint of the same design. '
+        f"{parameter}={model!r} is a published Cosmos 3 checkpoint (Nano alone is 16 B parameters, about 32 GB) and "
+        f"{what} needs an NVIDIA GPU, but this machine has none. Nothing was downloaded. Without a GPU, set "
+        f'{parameter} = "{offline}" and PRESET = "smoke": an offline random-weight checkpoint of the same design. '
         '(DEVICE = "cpu" would run the real one on the CPU anyway, at hours per video.)'
     )
 

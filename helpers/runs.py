@@ -271,11 +271,13 @@ class Generation:
         self._record(media.write_wav(wav, media.fit_audio(sound, rate, self.settings.duration_s), rate), seconds, extra)
 
     def save(self, output: Any, **extra: Any) -> list[Output]:
-        """Write a pipeline output (`.video`, `.sound`) as PNG, or MP4 (+ WAV when there is sound)."""
+        """Write a pipeline output (`.video`, `.sound`), or the frames a modular pipeline returns, as PNG, or MP4
+        (+ WAV when there is sound)."""
         seconds = self.seconds
         s = self.settings
+        frames = getattr(output, "video", output)
         if s.is_image:
-            self._record(media.write_image(self.run.file_for(self.stem, ".png"), output.video), seconds, extra)
+            self._record(media.write_image(self.run.file_for(self.stem, ".png"), frames), seconds, extra)
             return self.outputs
         sound = getattr(output, "sound", None) if s.enable_sound else None
         rate = self.run.sample_rate
@@ -286,7 +288,7 @@ class Generation:
                 "Sound needs the sample rate: set run.sample_rate (the checkpoint's, e.g. calls.sample_rate(pipe))."
             )
         mp4 = self.run.file_for(self.stem, ".mp4")
-        self._record(media.write_video(mp4, output.video, s.fps, audio=sound, sample_rate=rate), seconds, extra)
+        self._record(media.write_video(mp4, frames, s.fps, audio=sound, sample_rate=rate), seconds, extra)
         if sound is not None:
             self._save_wav(sound, rate, seconds, extra)
         return self.outputs

@@ -27,6 +27,8 @@ DEFAULT_MODEL = "nvidia/Cosmos3-Nano"
 # What a distilled checkpoint's folder names (diffusers' Cosmos 3 modular blocks).
 DISTILLED_PIPELINE = "Cosmos3DistilledModularPipeline"
 DISTILLED_SCHEDULER = "FlowMatchEulerDiscreteScheduler"
+# The notebook parameter that takes a 4-step checkpoint (audiovisual/run_with_diffusers.ipynb).
+DISTILLED_PARAMETER = "DISTILLED_MODEL"
 
 
 @dataclass(frozen=True)
@@ -89,9 +91,9 @@ def guardrails_wanted(guardrails: str | bool | None, source: str) -> bool:
     return guardrails == "on"
 
 
-def _unavailable_message(model: str, reason: str) -> str:
+def _unavailable_message(model: str, reason: str, parameter: str = "MODEL") -> str:
     return (
-        f"Could not load MODEL={model!r}: {reason}\n"
+        f"Could not load {parameter}={model!r}: {reason}\n"
         "MODEL must be a Hugging Face id this machine can download, a local checkpoint folder, 'tiny' or "
         "'nano-random'.\n"
         "To use real weights: accept the license on https://huggingface.co/nvidia/Cosmos3-Nano, then run\n"
@@ -152,7 +154,7 @@ def _check_access(model: str, model_id: str, guardrails: bool) -> None:
             return
 
 
-def _hub_folder(model: str, model_id: str, revision: str | None) -> str:
+def _hub_folder(model: str, model_id: str, revision: str | None, parameter: str) -> str:
     """Download (or find in the local cache) what `from_pretrained` reads; failures become advice."""
     from diffusers import Cosmos3OmniPipeline
 
@@ -162,72 +164,111 @@ def _hub_folder(model: str, model_id: str, revision: str | None) -> str:
         return str(Cosmos3OmniPipeline.download(model_id, revision=revision))
     except Exception as exc:  # noqa: BLE001 - the hub raises many types; each becomes the same advice
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelUnavailableError(_unavailable_message(model, reason)) from exc
+        raise ModelUnavailableError(_unavailable_message(model, reason, parameter)) from exc
 
 
-def _refuse_distilled(model: str, how: str) -> None:
-    raise InvalidSettingError(
-        f"MODEL={model!r} is a 4-step distilled checkpoint ({how}). diffusers 0.42 runs those only through "
-        "`Cosmos3DistilledModularPipeline` (Euler steps on the distilled sigmas); `Cosmos3OmniPipeline` with UniPC "
-        "would give wrong pictures without an error, so this notebook does not load it. Serve it with vLLM-Omni "
-        "(run_with_vllm_omni.ipynb), or use nvidia/Cosmos3-Nano here."
-    )
-
-
-def _check_folder(model: str, local: Path) -> None:
-    """A local checkpoint this notebook can load: one with model_index.json, and not a distilled one."""
-    if not (local / "model_index.json").is_file():
-        raise ModelUnavailableError(
-            f"MODEL={model!r} is a local path but has no model_index.json: point MODEL at the folder that "
-            "`hf download nvidia/Cosmos3-Nano --local-dir <folder>` created."
-        )
+def _distilled_folder(local: Path) -> str | None:
+    """How a checkpoint folder shows that it is 4-step distilled, or None when it is not."""
     scheduler = local / "scheduler" / "scheduler_config.json"
     named = json.loads(scheduler.read_text()).get("_class_name") if scheduler.is_file() else None
     modular = local / "modular_model_index.json"
     pipeline = json.loads(modular.read_text()).get("_class_name") if modular.is_file() else None
     if pipeline == DISTILLED_PIPELINE or named == DISTILLED_SCHEDULER:
-        _refuse_distilled(model, f"its folder names {pipeline if pipeline == DISTILLED_PIPELINE else named}")
+        return f"its folder names {pipeline if pipeline == DISTILLED_PIPELINE else named}"
+    return None
 
 
-def resolve(model: str = DEFAULT_MODEL, *, device: str = "auto", guardrails: str | bool | None = "auto") -> Checkpoint:
-    """MODEL as a folder for `from_pretrained` (random-weight ones built once, hub ids downloaded), with the device,
-    dtype and guardrail setting to load it with. Everything that can be checked before a download is, in this
-    order: the device and the values, MODEL itself (a path that is not there, a distilled checkpoint), the
-    guardrail package, and access to the gated repositories."""
+def _check_kind(model: str, parameter: str, distilled: str | None) -> None:
+    """`DISTILLED_MODEL` takes 4-step checkpoints only, and every other parameter takes none."""
+    if parameter == DISTILLED_PARAMETER and distilled is None:
+        raise InvalidSettingError(
+            f"{parameter}={model!r} is not a 4-step distilled checkpoint. Use "
+            "'nvidia/Cosmos3-Super-Text2Image-4Step', 'nvidia/Cosmos3-Super-Image2Video-4Step', a folder of one, or "
+            "'tiny-distilled' (offline, CPU); leave it empty to skip the section. Full checkpoints go in MODEL."
+        )
+    if parameter != DISTILLED_PARAMETER and distilled is not None:
+        raise InvalidSettingError(
+            f"{parameter}={model!r} is a 4-step distilled checkpoint ({distilled}). diffusers 0.42 runs those only "
+            "through `Cosmos3DistilledModularPipeline` (Euler steps on the checkpoint's own sigmas, no guidance); "
+            "`Cosmos3OmniPipeline` would give wrong pictures without an error. In audiovisual/run_with_diffusers.ipynb "
+            f"set DISTILLED_MODEL={model!r} (the section 'Four steps: the distilled checkpoints' loads it) and keep "
+            "MODEL a full checkpoint such as nvidia/Cosmos3-Nano; or serve it with vLLM-Omni."
+        )
+
+
+def _check_folder(model: str, local: Path, parameter: str) -> None:
+    """A local checkpoint this notebook can load: one with model_index.json, of the kind `parameter` takes."""
+    if not (local / "model_index.json").is_file():
+        raise ModelUnavailableError(
+            f"{parameter}={model!r} is a local path but has no model_index.json: point {parameter} at the folder "
+            "that `hf download nvidia/Cosmos3-Nano --local-dir <folder>` created."
+        )
+    _check_kind(model, parameter, _distilled_folder(local))
+
+
+def check(
+    model: str = DEFAULT_MODEL,
+    *,
+    device: str = "auto",
+    guardrails: str | bool | None = "auto",
+    parameter: str = "MODEL",
+) -> str:
+    """Every check `resolve` makes before it builds or downloads anything, in this order: the device and the values,
+    MODEL itself (a path that is not there, a distilled checkpoint where a full one is wanted or the other way
+    round), the guardrail package, and access to the gated repositories. Returns where MODEL comes from ("tiny",
+    "nano-random", "local" or "hub"). `parameter` is the notebook parameter that named it: `DISTILLED_MODEL` takes
+    the 4-step checkpoints."""
     target = choose_device(device)
     guardrails_wanted(guardrails, "hub")  # a bad value fails before any build or download
     local = Path(model).expanduser()
     named = source_of(model)
     if named is Source.OFFLINE:
         source = TINY_MODEL_NAME if model in offline_checkpoints.TINY_VARIANTS else NANO_MODEL_NAME
+        variant = offline_checkpoints.TINY_VARIANTS.get(model)
+        _check_kind(model, parameter, "the offline 4-step checkpoint" if variant == "distilled" else None)
     elif named is Source.LOCAL and local.exists():
         source = "local"
-        _check_folder(model, local)
+        _check_folder(model, local, parameter)
     elif named is Source.LOCAL:
         raise ModelUnavailableError(
-            f"MODEL={model!r} is written as a path, and there is no folder at {local.absolute()}. Check the "
+            f"{parameter}={model!r} is written as a path, and there is no folder at {local.absolute()}. Check the "
             "spelling and the working directory (a notebook runs in its own folder), or download the checkpoint "
             "there first: `hf download nvidia/Cosmos3-Nano --local-dir <folder>`. Without weights, set MODEL='tiny'."
         )
     else:
         source = "hub"
         if device == "auto" and target.type != "cuda":
-            raise ModelUnavailableError(models.needs_a_gpu(model, "it"))
+            raise ModelUnavailableError(models.needs_a_gpu(model, "it", parameter))
         found = models.variant(model)  # a revision the checkpoint does not publish fails here, with the ones it has
-        if found is not None and found.fixed_steps is not None:
-            _refuse_distilled(model, f"{found.fixed_steps} steps, no guidance")
+        steps = found.fixed_steps if found is not None else None
+        _check_kind(model, parameter, f"{steps} steps, no guidance" if steps else None)
     use_guardrails = guardrails_wanted(guardrails, source)
     if use_guardrails:
         _check_guardrails_available(model)
+    if source == "hub":
+        _check_access(model, models.split(model)[0], use_guardrails)
+    return source
+
+
+def resolve(
+    model: str = DEFAULT_MODEL,
+    *,
+    device: str = "auto",
+    guardrails: str | bool | None = "auto",
+    parameter: str = "MODEL",
+) -> Checkpoint:
+    """MODEL as a folder for `from_pretrained` (random-weight ones built once, hub ids downloaded), with the device,
+    dtype and guardrail setting to load it with, after every `check`."""
+    source = check(model, device=device, guardrails=guardrails, parameter=parameter)
+    target = choose_device(device)
+    use_guardrails = guardrails_wanted(guardrails, source)
     if source == TINY_MODEL_NAME:
         path = str(offline_checkpoints.ensure_tiny_checkpoint(variant=model))
-        _check_folder(model, Path(path))  # `tiny-distilled` is refused as a distilled folder is
     elif source == NANO_MODEL_NAME:
         path = str(offline_checkpoints.ensure_nano_checkpoint(target))
     elif source == "local":
-        path = str(local)
+        path = str(Path(model).expanduser())
     else:
         model_id, revision = models.split(model)
-        _check_access(model, model_id, use_guardrails)
-        path = _hub_folder(model, model_id, revision)
+        path = _hub_folder(model, model_id, revision, parameter)
     return Checkpoint(model, source, path, target, choose_dtype(target), use_guardrails)

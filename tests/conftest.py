@@ -86,8 +86,11 @@ def _served_run(factory: pytest.TempPathFactory, name: str, server: LocalServer,
 
 @pytest.fixture(scope="session")
 def audiovisual_diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
-    """The audiovisual Diffusers notebook with every mode and the comparison section: the executed notebook."""
-    return _smoke_run(tmp_path_factory, "run_with_diffusers.ipynb", MODES="all", COMPARE="smoke")
+    """The audiovisual Diffusers notebook with every mode, the comparison section and the offline 4-step checkpoint:
+    the executed notebook."""
+    return _smoke_run(
+        tmp_path_factory, "run_with_diffusers.ipynb", MODES="all", COMPARE="smoke", DISTILLED_MODEL="tiny-distilled"
+    )
 
 
 @pytest.fixture(scope="session")

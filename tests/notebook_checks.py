@@ -67,12 +67,14 @@ def check_run(
     compared: tuple[str, ...] = (),
     shifts: bool = False,
     quickstart: tuple[int, int, int] | None = QUICKSTART_TINY,
+    four_step: str = "",
 ) -> dict[str, Any]:
     """Decode every output listed in the manifest and compare it with the settings of its mode.
 
     `compared` are the presets of the comparison section, whose t2v outputs are listed as `t2v-vs-<preset>`;
     `shifts`: the run holds the flow-shift section's outputs too (when t2v was among the modes); `quickstart`: the
-    (width, height, frames) of the quickstart's video, listed first, or None for a run without one.
+    (width, height, frames) of the quickstart's video, listed first, or None for a run without one; `four_step`: the
+    4-step checkpoint of the distilled section, whose outputs are listed as `<mode>_4step`.
     """
     manifest = json.loads((run_dir / "manifest.json").read_text())
     outputs = manifest["outputs"]
@@ -82,14 +84,23 @@ def check_run(
         outputs = outputs[1:]
     listed = sorted((o["mode"], o["kind"]) for o in outputs)
     extra = [f"t2v-vs-{p}" for p in compared] + ([f"t2v-shift{s:g}" for s in FLOW_SHIFTS] if shifts else [])
-    expected = sorted([(m, kind) for m in modes for kind, _ in EXPECTED_FILES[m]] + [(e, "video") for e in extra])
+    distilled = audiovisual_settings.distilled_settings(four_step, preset, seed=seed)
+    expected = sorted(
+        [(m, kind) for m in modes for kind, _ in EXPECTED_FILES[m]]
+        + [(e, "video") for e in extra]
+        + [(f"{m}_4step", "image" if m == "t2i" else "video") for m in distilled]
+    )
     assert listed == expected, f"manifest lists {listed}, expected {expected}"
     for out in outputs:
         mode, _, other = out["mode"].partition("-vs-")
         mode, _, shift = mode.partition("-shift")
-        s = audiovisual_settings.settings_for(
-            mode, other or preset, seed=seed, flow_shift=float(shift) if shift else None
-        )
+        if mode.endswith("_4step"):
+            s = distilled[mode.removesuffix("_4step")]
+            assert (out["settings"]["num_inference_steps"], out["settings"]["guidance_scale"]) == (4, 1.0)
+        else:
+            s = audiovisual_settings.settings_for(
+                mode, other or preset, seed=seed, flow_shift=float(shift) if shift else None
+            )
         if shift:
             s = dataclasses.replace(s, num_frames=min(s.num_frames, SHORT_FRAMES))
         assert out["settings"]["flow_shift"] == s.flow_shift, f"{out['path']} records the shift it used"

@@ -10,8 +10,9 @@ import papermill
 import pytest
 from cookbook_tools import notebooks
 
+import offline_checkpoints
 from helpers.assets import notebook_path
-from tests.notebook_checks import ALL_MODES, check_run, error_outputs, run_nbmake
+from tests.notebook_checks import ALL_MODES, check_run, error_outputs, printed, run_nbmake
 
 NAME = "run_with_diffusers.ipynb"
 TEST_PARAMETERS = {
@@ -27,6 +28,7 @@ TEST_PARAMETERS = {
     "VIDEO",
     "GUARDRAILS",
     "DEVICE",
+    "DISTILLED_MODEL",
     "COMPARE",
     "PROGRESS",
     "KEEP_LOADED",
@@ -57,9 +59,20 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(audio
     assert error_outputs(executed) == []
     # The cleanup cell let go of every reference to the pipeline (form, comparison, output history).
     assert notebooks.run_info(executed)["pipeline_released"] is True
-    check_run(notebooks.run_folder_from(executed), ALL_MODES, "smoke", 0, compared=("smoke",), shifts=True)
+    check_run(
+        notebooks.run_folder_from(executed),
+        ALL_MODES,
+        "smoke",
+        0,
+        compared=("smoke",),
+        shifts=True,
+        four_step="tiny-distilled",
+    )
     # Looking inside the denoising: the estimate after the first step and after the last (smoke: 2 steps).
     assert notebooks.run_info(executed)["estimate_steps"] == ["step 1", "step 2"]
+    # The 4-step section ran the distilled pipeline on the checkpoint's own noise levels, not a scheduler of ours.
+    sigmas = offline_checkpoints.published()["variants"]["distilled"]["modular"]["distilled_sigmas"]
+    assert f"tiny-distilled: FlowMatchEulerDiscreteScheduler at {sigmas}" in printed(executed)
 
 
 @pytest.mark.parametrize(

@@ -202,14 +202,30 @@ def test_tiny_resolves_to_a_folder_from_pretrained_reads_with_guardrails_off():
     assert pipe.safety_checker is None and pipe.transformer.dtype == torch.float32
 
 
-def test_a_distilled_folder_is_refused_by_what_its_files_name(tmp_path):
+def test_a_distilled_folder_goes_to_distilled_model_by_what_its_files_name(tmp_path):
     """The faithful distilled checkpoint (its FlowMatchEuler scheduler and distilled modular index), by its tiny name
-    and as a local folder: `Cosmos3OmniPipeline` would load it without complaint and make wrong pictures."""
-    with pytest.raises(InvalidSettingError, match="distilled.*Cosmos3DistilledModularPipeline"):
+    and as a local folder: as MODEL, `Cosmos3OmniPipeline` would load it without complaint and make wrong pictures,
+    so it is refused with the parameter that takes it; as DISTILLED_MODEL it resolves."""
+    with pytest.raises(InvalidSettingError, match="distilled.*Cosmos3DistilledModularPipeline.*DISTILLED_MODEL="):
         loading.resolve("tiny-distilled", device="cpu")
     folder = shutil.copytree(offline_checkpoints.ensure_tiny_checkpoint(variant="tiny-distilled"), tmp_path / "super")
     with pytest.raises(InvalidSettingError, match="its folder names Cosmos3DistilledModularPipeline"):
         loading.resolve(str(folder), guardrails="off", device="cpu")
+    assert loading.resolve(str(folder), device="cpu", guardrails="off", parameter="DISTILLED_MODEL").path == str(folder)
     (folder / "modular_model_index.json").unlink()  # a download without the modular index: the scheduler tells
     with pytest.raises(InvalidSettingError, match="its folder names FlowMatchEulerDiscreteScheduler"):
         loading.resolve(str(folder), guardrails="off", device="cpu")
+
+
+def test_distilled_model_takes_4_step_checkpoints_only_and_says_so_before_any_download():
+    from diffusers import Cosmos3DistilledModularPipeline
+
+    checkpoint = loading.resolve("tiny-distilled", device="cpu", parameter="DISTILLED_MODEL")
+    pipe = Cosmos3DistilledModularPipeline.from_pretrained(checkpoint.path)
+    assert pipe.config["distilled_sigmas"] == [1.0, 0.9375, 0.8333333333333334, 0.625]
+    for full in ("tiny", "nvidia/Cosmos3-Nano"):
+        with pytest.raises(InvalidSettingError, match=f"DISTILLED_MODEL='{full}' is not a 4-step"):
+            loading.check(full, device="cpu", guardrails="off", parameter="DISTILLED_MODEL")
+    # A published 4-step checkpoint on a machine without a GPU: the message names the parameter and its offline twin.
+    with pytest.raises(ModelUnavailableError, match='DISTILLED_MODEL=.*needs an NVIDIA GPU.*DISTILLED_MODEL = "tiny-'):
+        loading.check("nvidia/Cosmos3-Super-Text2Image-4Step", parameter="DISTILLED_MODEL")

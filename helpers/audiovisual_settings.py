@@ -340,7 +340,14 @@ def _for_variant(
 ) -> tuple[int, float, float, tuple[int, int]]:
     """A published checkpoint's own defaults (guidance, flow shift, image size, a distilled schedule) and limits."""
     if v.modes is not None and mode not in v.modes:
-        raise InvalidSettingError(f"MODEL={model!r} makes {allowed(v.modes)} only; drop {mode!r} from MODES.")
+        distilled = (
+            " It is a 4-step checkpoint: the audiovisual Diffusers notebook loads it through DISTILLED_MODEL."
+            if v.fixed_steps is not None
+            else ""
+        )
+        raise InvalidSettingError(
+            f"MODEL={model!r} makes {allowed(v.modes)} only; drop {mode!r} from MODES.{distilled}"
+        )
     tier = _tier_of((width, height))
     if tier is not None and tier not in v.tiers:
         raise InvalidSettingError(

@@ -95,7 +95,16 @@ def audiovisual_diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolate
 
 @pytest.fixture(scope="session")
 def audiovisual_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: LocalServer) -> Path:
-    return _served_run(tmp_path_factory, "run_with_vllm_omni.ipynb", omni_server, MODES="all", COMPARE="smoke")
+    """The audiovisual vLLM-Omni notebook against the session's server, every mode, the comparison section, and the
+    offline 4-step checkpoint on a server the notebook starts and stops itself (DISTILLED_BASE_URL="auto")."""
+    return _served_run(
+        tmp_path_factory,
+        "run_with_vllm_omni.ipynb",
+        omni_server,
+        MODES="all",
+        COMPARE="smoke",
+        DISTILLED_MODEL="tiny-distilled",
+    )
 
 
 @pytest.fixture(scope="session")

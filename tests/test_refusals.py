@@ -48,6 +48,20 @@ CASES = [
     (AV_DIFFUSERS, {"VIDEO": __file__}, "VIDEO="),  # not a video
     (AV_DIFFUSERS, {"FIRST_LAST": "only-one.png"}, "FIRST_LAST='only-one.png' must name two images"),
     (AV_DIFFUSERS, {"MODEL": "/no/such/checkpoint"}, "MODEL='/no/such/checkpoint' is written as a path"),
+    (AV_DIFFUSERS, {"MODEL": "tiny-distilled"}, "loads it through DISTILLED_MODEL"),
+    (AV_DIFFUSERS, {"MODEL": "tiny-distilled", "MODES": "t2i"}, "set DISTILLED_MODEL='tiny-distilled'"),
+    *(
+        (name, {"DISTILLED_MODEL": "tiny"}, "DISTILLED_MODEL='tiny' is not a 4-step")
+        for name in (AV_DIFFUSERS, AV_VLLM)
+    ),
+    *(
+        (
+            name,
+            {"DISTILLED_MODEL": "nvidia/Cosmos3-Super-Image2Video-4Step", "PRESET": "default", "TIER": "720p"},
+            "DISTILLED_MODEL='nvidia/Cosmos3-Super-Image2Video-4Step' is a published Cosmos 3 checkpoint",
+        )
+        for name in (AV_DIFFUSERS, AV_VLLM)
+    ),
     (AV_VLLM, {"IMAGE": __file__}, "IMAGE="),
     (AV_VLLM, {"GUARDRAILS": "yes"}, "GUARDRAILS='yes' is not allowed. Allowed values: 'auto', 'on', 'off'"),
     (AV_VLLM, {"SPEED": "warp"}, "SPEED='warp' is not allowed"),

@@ -41,9 +41,10 @@ def _manifest(run: Path) -> dict:
     return json.loads((run / MANIFEST_NAME).read_text())
 
 
-def test_parameters_are_the_twins_plus_base_url_and_api_key() -> None:
+def test_parameters_are_the_twins_plus_the_servers_urls_and_api_key() -> None:
     # papermill only warns about unknown names, so the names the tests and docs use are checked here.
-    assert notebooks.parameter_names(NAME) == notebooks.parameter_names(TWIN) | {"BASE_URL", "API_KEY"}
+    served = {"BASE_URL", "API_KEY", "DISTILLED_BASE_URL"}
+    assert notebooks.parameter_names(NAME) == notebooks.parameter_names(TWIN) | served
     assert set(SMOKE) | {"OUTPUT_DIR", "BASE_URL", "MODES"} <= notebooks.parameter_names(NAME)
 
 
@@ -72,7 +73,7 @@ def test_papermill_run_against_the_real_server_writes_every_mode_and_every_file_
     vllm_run: tuple[Path, dict],
 ) -> None:
     # The wall time is measured by tools/benchmarks/notebook_wall_time.py, not asserted here.
-    check_run(vllm_run[0], ALL_MODES, "smoke", 0, compared=("smoke",))
+    check_run(vllm_run[0], ALL_MODES, "smoke", 0, compared=("smoke",), four_step="tiny-distilled")
     samples, rate = media.read_audio(vllm_run[0] / "t2v_sound.wav")
     assert rate == 48000 and samples.shape == (2, round(17 / 24 * 48000))
 

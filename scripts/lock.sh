@@ -15,7 +15,7 @@ uv_version=0.13.9
 gpu_pins=(
   "torch==2.11.0" "transformers==5.17.0" "diffusers==0.42.1" "accelerate==1.15.0" "tokenizers==0.23.2"
   "huggingface-hub==1.33.0" "safetensors==0.8.0" "opencv-python-headless==5.0.0.93" "pillow==12.3.0"
-  "flash-attn-4==4.0.0b36" "nvidia-cutlass-dsl==4.8.1"
+  "flash-attn-4==4.0.0b36" "nvidia-cutlass-dsl==4.8.1" "torchao==0.18.0" "fa3-fwd==0.0.3"
 )
 cpu_pins=("torch==2.13.0")
 

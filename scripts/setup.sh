@@ -70,7 +70,7 @@ if [ "$torch_source" != pip ]; then
 fi
 # With a GPU, FlashAttention-4 too: `SPEED="fast"` uses it on Hopper and Blackwell and leaves it alone elsewhere.
 extras=dev
-[ "$choice" = cpu ] || extras=dev,flash-attention
+[ "$choice" = cpu ] || extras=dev,flash-attention,fp8
 "${pip[@]}" -c "$lock" -e ".[$extras]"
 
 # One line on the torch that was installed: on PyPI (and so wherever PyTorch's CPU index is out of reach) torch for

@@ -99,14 +99,15 @@ def test_pyproject_ranges_start_at_the_oldest_locked_version_and_admit_every_loc
         assert lower == min(locked), f"{text}: the oldest version tested is {min(locked)}"
 
 
-def test_every_extra_is_in_the_gpu_lock_and_the_cpu_lock_has_all_but_the_gpu_kernel():
+def test_every_extra_is_in_the_gpu_lock_and_the_cpu_lock_has_all_but_the_gpu_kernels():
     project = _project()
-    assert set(project["optional-dependencies"]) == {"dev", "benchmarks", "flash-attention"}
+    gpu_kernels = {"flash-attention", "fp8"}
+    assert set(project["optional-dependencies"]) == {"dev", "benchmarks"} | gpu_kernels
     cpu = _all_pins("cpu.txt")
     for extra, requirements in project["optional-dependencies"].items():
         names = {canonicalize_name(Requirement(r).name) for r in requirements}
         assert names <= set(_all_pins("gpu.txt")), extra
-        assert (names <= set(cpu)) == (extra != "flash-attention"), extra
+        assert (names <= set(cpu)) == (extra not in gpu_kernels), extra
 
 
 @pytest.mark.parametrize(("env_file", "lock"), [("environment.yml", "cpu.txt"), ("environment-gpu.yml", "gpu.txt")])
@@ -165,9 +166,9 @@ def test_environment_yml_installs_exactly_the_cpu_lock_with_the_cpu_build_of_tor
 @pytest.mark.slow  # resolves the whole install against PyPI: about half a minute
 @pytest.mark.skipif(not _pypi_reachable(), reason="resolving the install needs PyPI")
 @pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64", reason="the CUDA build is for x86-64")
-def test_environment_gpu_yml_with_flash_attention_installs_exactly_the_gpu_lock():
-    """The file's own lines with the FlashAttention extra its comment offers: then every package of the GPU lock."""
-    lines = [line.replace("-e .[dev]", "-e .[dev,flash-attention]") for line in _pip_lines("environment-gpu.yml")]
+def test_environment_gpu_yml_with_the_gpu_kernels_installs_exactly_the_gpu_lock():
+    """The file's own lines with the GPU-kernel extras its comment offers: then every package of the GPU lock."""
+    lines = [line.replace("-e .[dev]", "-e .[dev,flash-attention,fp8]") for line in _pip_lines("environment-gpu.yml")]
     assert _conda_pip_dry_run(lines) == _lock("gpu.txt")
 
 

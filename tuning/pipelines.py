@@ -4,18 +4,21 @@
 so every route gives the same frames for the same settings and seed: tests/test_vllm_notebook.py compares the two
 notebooks' files), and `apply` turns the speed and memory switches of `tuning.speed` on by name, as
 make_it_fast_with_diffusers.ipynb's cells do one by one. Applying the same names again does nothing; `applied` and
-`skipped` say what is on and what this machine cannot run (`cuda_graphs` is skipped off CUDA, and `flash_attention`
-where FlashAttention-4 cannot run, and PyTorch's attention stays).
+`skipped` say what is on and what this machine cannot run (`cuda_graphs` is skipped off CUDA, `flash_attention`
+where FlashAttention-4 cannot run and `fp8_attention` off Hopper, and PyTorch's attention stays; `fp8_linears` where
+FP8 matrix products cannot run, and bf16 stays).
 
 | switch | what it does | output |
 |---|---|---|
 | `fp8_storage` | transformer weights stored in float8, computed in the model dtype (layerwise casting) | changes |
 | `text_tower_offload` | the text tower's weights in CPU memory, copied to the GPU for each call (step 0 only) | same |
+| `fp8_linears` | the generation pathway's matrix products in FP8 (torchao, per-row scales; compiled) | changes |
 | `compile` | `compile_repeated_blocks(fullgraph=True)`; with `text_kv_cache`, its per-step half | same up to noise |
 | `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
 | `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
 | `first_frame_2d` | the VAE's convolutions in 2-D for a clip's first frame (all of an image) | same up to noise |
 | `flash_attention` | FlashAttention-4 on Hopper/Blackwell GPUs (`with_diffusers.flash_attention`) | same up to noise |
+| `fp8_attention` | FlashAttention-3's FP8 kernel for the generation tokens' attention (Hopper) | changes |
 | `cuda_graphs` | an image's whole transformer call replayed as a CUDA graph, kept across images (CUDA only) | same |
 | `sea_cache` | diffusers' SeaCache: reuses the decoder-stack residual on steps where little changes | changes |
 | `group_offload` | keeps transformer layers in CPU memory and streams them to the GPU one at a time | same |
@@ -44,11 +47,13 @@ if TYPE_CHECKING:
 SWITCHES: tuple[str, ...] = (
     "fp8_storage",
     "text_tower_offload",
+    "fp8_linears",
     "compile",
     "text_kv_cache",
     "zero_encode_cache",
     "first_frame_2d",
     "flash_attention",
+    "fp8_attention",
     "cuda_graphs",
     "sea_cache",
     "group_offload",
@@ -116,6 +121,16 @@ def apply(
         raise InvalidSettingError(
             "'fp8_storage' and 'compile' cannot be combined: diffusers' layerwise casting makes new parameters inside "
             "each forward, which torch.compile(fullgraph=True) cannot trace. Drop one of them."
+        )
+    if {"fp8_storage", "fp8_linears"} <= every:
+        raise InvalidSettingError(
+            "'fp8_storage' and 'fp8_linears' cannot be combined: both replace the transformer's weights with float8 "
+            "ones, one for memory and one for speed. Drop one of them."
+        )
+    if {"flash_attention", "fp8_attention"} <= every:
+        raise InvalidSettingError(
+            "'flash_attention' and 'fp8_attention' cannot be combined: each sets the attention processor of every "
+            "layer. Drop one of them."
         )
     if {"compile", "group_offload"} <= every and "text_kv_cache" not in every:
         raise InvalidSettingError(
@@ -192,6 +207,8 @@ _APPLY = {
     "zero_encode_cache": lambda pipe, names, device: speeds.cache_blank_video_encoding(pipe),
     "first_frame_2d": lambda pipe, names, device: speeds.decode_first_frame_in_2d(pipe),
     "flash_attention": lambda pipe, names, device: speeds.use_flash_attention(pipe, device) is None,
+    "fp8_linears": lambda pipe, names, device: speeds.use_fp8_linears(pipe, device) is None,
+    "fp8_attention": lambda pipe, names, device: speeds.use_fp8_attention(pipe, device) is None,
     "sea_cache": lambda pipe, names, device: _sea_cache(pipe),
     "group_offload": lambda pipe, names, device: _group_offload(pipe, device),
     "vae_tiling": lambda pipe, names, device: pipe.vae.enable_tiling(),

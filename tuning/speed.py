@@ -32,6 +32,19 @@ SPEEDS: dict[str, tuple[tuple[str, ...], str]] = {
         ("compile", "text_kv_cache", "zero_encode_cache", "first_frame_2d", "flash_attention", "sea_cache"),
         "fast plus SeaCache step caching: quicker again, but the output changes",
     ),
+    "fp8": (
+        (
+            "fp8_linears",
+            "compile",
+            "text_kv_cache",
+            "zero_encode_cache",
+            "first_frame_2d",
+            "fp8_attention",
+            "cuda_graphs",
+        ),
+        "fast with FP8 matrix products (torchao) and FP8 attention (FlashAttention-3) on the generation pathway, "
+        "Hopper GPUs: faster for long videos, the output changes (docs/performance.md measures by how much)",
+    ),
     "low_vram": (
         ("fp8_storage", "text_tower_offload", "text_kv_cache", "zero_encode_cache", "vae_tiling"),
         "Nano on a 16 GiB GPU (720p on 24 GiB): float8 weights, the text tower in CPU memory (it runs once per "
@@ -435,6 +448,35 @@ def _first_frame_in_2d(conv: Any, forward: Any, x: torch.Tensor, cache_x: torch.
     frame = F.pad(x[:, :, 0], conv._padding[:4])  # the spatial padding the 3-D path applies
     weight = conv.weight[:, :, -1]
     return F.conv2d(frame, weight, conv.bias, conv.stride[1:], 0, conv.dilation[1:], conv.groups).unsqueeze(2)
+
+
+def use_fp8_linears(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:
+    """`fp8_linears`: the generation pathway's matrix products in FP8 through torchao (returns None); where they
+    cannot run, bf16 stays and the reason is returned (warned on a CUDA GPU). Apply before compiling."""
+    from tuning import fp8
+
+    reason = fp8.linears_unavailable_reason(device or device_of(pipe))
+    if reason is not None:
+        if (device or device_of(pipe)).type == "cuda":
+            warnings.warn(f"Speed switch 'fp8_linears' skipped: {reason}.", stacklevel=2)
+        return reason
+    fp8.quantize_generation_linears(pipe)
+    return None
+
+
+def use_fp8_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:
+    """`fp8_attention`: FlashAttention-3's FP8 kernel for the generation tokens' attention (returns None); where it
+    cannot run, PyTorch's attention stays and the reason is returned (warned on a CUDA GPU)."""
+    from tuning import fp8
+
+    device = device or device_of(pipe)
+    reason = fp8.attention_unavailable_reason(device)
+    if reason is not None:
+        if device.type == "cuda":
+            warnings.warn(f"Speed switch 'fp8_attention' skipped: {reason}.", stacklevel=2)
+        return reason
+    fp8.use_for(pipe)
+    return None
 
 
 def use_flash_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:

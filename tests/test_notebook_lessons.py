@@ -105,9 +105,11 @@ def test_the_vllm_quickstart_sends_what_its_curl_shows_and_shows_the_published_l
 
 def test_the_tour_writes_the_call_once_and_each_mode_shows_what_it_adds():
     # Diffusers: the quickstart's pipe(...), the tour's generate(...) that holds the call once, and the section
-    # that shows a wrong call. Every mode section calls generate with its own inputs only.
-    assert len(_calls(_code(DIFFUSERS), "pipe")) == 3
-    assert len(_calls(_code(VLLM), "post")) == 3  # the quickstart, generate, the wrong request
+    # that shows a wrong call; the 4-step checkpoints' call is its own pipeline's (`fast_pipe`), without steps or
+    # guidance. Every mode section calls generate with its own inputs only.
+    assert len(_calls(_code(DIFFUSERS), "pipe")) == 3 and len(_calls(_code(DIFFUSERS), "fast_pipe")) == 1
+    # the quickstart, generate, the 4-step checkpoint's image to video, the wrong request
+    assert len(_calls(_code(VLLM), "post")) == 4
     for name, added in [
         (
             DIFFUSERS,

@@ -35,7 +35,9 @@ def test_unknown_switch_names_the_allowed_ones():
 def test_every_speed_names_known_switches_and_a_bad_speed_lists_the_choices():
     for name, (names, _) in speed.SPEEDS.items():
         assert speed.switches(name) == tuple(s for s in pipelines.SWITCHES if s in names)
-    with pytest.raises(InvalidSettingError, match="SPEED='warp'.*'none', 'fast', 'turbo', 'fp8', 'low_vram', 'min_vram'"):
+    with pytest.raises(
+        InvalidSettingError, match="SPEED='warp'.*'none', 'fast', 'turbo', 'fp8', 'low_vram', 'min_vram'"
+    ):
         speed.switches("warp")
 
 

@@ -84,19 +84,21 @@ class StepClock:
         self.first_forward, self.step_ends = None, []
 
 
-def settings(mode: str, tier: str, frames: int | None, steps: int):
-    overrides: dict[str, Any] = {"tier": tier, "num_inference_steps": steps, "seed": SEED}
+def settings(mode: str, tier: str, frames: int | None, steps: int, seed: int = SEED):
+    overrides: dict[str, Any] = {"tier": tier, "num_inference_steps": steps, "seed": seed}
     if mode != "t2i":
         overrides["num_frames"] = frames
     return audiovisual_settings.settings_for(mode, "default", **overrides)
 
 
-def generate(pipe, clock: StepClock, mode: str, tier: str, frames: int | None, steps: int, full_steps: int):
+def generate(
+    pipe, clock: StepClock, mode: str, tier: str, frames: int | None, steps: int, full_steps: int, seed: int = SEED
+):
     """One timed generation; returns its measurements and the output frames."""
     import numpy as np
     import torch
 
-    s = settings(mode, tier, frames, steps)
+    s = settings(mode, tier, frames, steps, seed)
     extra = {"image": _image()} if mode == "i2v" else {}
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

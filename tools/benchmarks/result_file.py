@@ -12,7 +12,7 @@ from typing import Any
 from helpers import environment
 
 # Beyond `helpers.environment.PACKAGES`: what the GPU results depend on.
-MEASURED_WITH = ("accelerate", "flash-attn-4", "nvidia-cutlass-dsl")
+MEASURED_WITH = ("accelerate", "flash-attn-4", "nvidia-cutlass-dsl", "torchao", "fa3-fwd")
 
 
 def versions() -> dict[str, str]:

@@ -5,7 +5,7 @@ the published checkpoints' configuration in everything but size (`published.json
 
 - `tiny`: Nano's `Cosmos3OmniPipeline`, sound and action heads included, whose components are the real classes at
   toy sizes (a few MB), for CPUs; `tiny-edge`, `tiny-nosound` and `tiny-distilled` are the published variants that
-  behave differently, at the same size;
+  behave differently, at the same size, and `tiny-fp8` is `tiny` in the FP8 revisions' ModelOpt format (`fp8.py`);
 - `nano-random`: Cosmos 3 Nano's own architecture (15.2 B parameters, and the real-size Wan 2.2 VAE) with the exact
   Qwen tokenizer, built on a GPU in bf16 (about 31 GB), for real speed and memory.
 
@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from offline_checkpoints import fp8
+
 if TYPE_CHECKING:
     from diffusers import Cosmos3OmniPipeline
 
@@ -37,6 +39,7 @@ TINY_VARIANTS: dict[str, str | None] = {
     "tiny-edge": "edge",
     "tiny-nosound": "nosound",
     "tiny-distilled": "distilled",
+    "tiny-fp8": "fp8",
 }
 # Bump when a recipe below changes so that stale caches are rebuilt instead of reused.
 RECIPE_VERSION = 3
@@ -348,7 +351,11 @@ def save_checkpoint(pipe: Cosmos3OmniPipeline, folder: Path, variant: str | None
     """`save_pretrained`, then what the published checkpoints carry beyond it: `enable_safety_checker: true` in
     model_index.json, a variant's fields for other runtimes (Edge's `backbone_type`, which vLLM-Omni reads), and the
     modular pipeline's index."""
+    if variant == "fp8":
+        fp8.enable_loading()  # save_pretrained then writes ModelOpt's state beside the weights
     pipe.save_pretrained(folder)
+    if variant == "fp8":
+        fp8.finish_export(folder, published()["fp8"]["quantization_config"])
     extra = published()["variants"].get(variant) or {}
     index = _update_json(
         folder / "model_index.json",
@@ -418,7 +425,15 @@ def ensure_tiny_checkpoint(root: Path | None = None, variant: str = TINY_MODEL_N
     second the first time."""
     if variant not in TINY_VARIANTS:
         raise ValueError(f"Unknown tiny checkpoint {variant!r}; the tiny ones are {', '.join(TINY_VARIANTS)}.")
-    return _ensure(variant, lambda: build_tiny_pipeline(TINY_VARIANTS[variant]), root, TINY_VARIANTS[variant])
+    published_variant = TINY_VARIANTS[variant]
+
+    def build() -> Cosmos3OmniPipeline:
+        pipe = build_tiny_pipeline(published_variant)
+        if published_variant == "fp8":
+            fp8.quantize(pipe)
+        return pipe
+
+    return _ensure(variant, build, root, published_variant)
 
 
 def _check_room_for_nano(device: Any) -> None:

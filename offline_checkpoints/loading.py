@@ -9,11 +9,13 @@ fails before any weights are read, with a message that names the parameter and t
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import offline_checkpoints
+import offline_checkpoints.fp8
 from helpers import models
 from helpers.audiovisual_settings import check_guardrails
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
@@ -42,6 +44,11 @@ class Checkpoint:
     dtype: torch.dtype
     guardrails: bool
 
+    @property
+    def fp8(self) -> bool:
+        """An FP8 revision (ModelOpt's format: `@fp8`, `tiny-fp8`)."""
+        return offline_checkpoints.fp8.is_fp8_checkpoint(self.path)
+
     def info(self) -> dict[str, Any]:
         """For the run's manifest and the notebook's report."""
         return {
@@ -51,7 +58,27 @@ class Checkpoint:
             "device": str(self.device),
             "dtype": str(self.dtype).removeprefix("torch."),
             "guardrails": self.guardrails,
+            "fp8": self.fp8,
         }
+
+    def check_steps(self, steps: Iterable[int]) -> None:
+        """An FP8 revision on a CPU runs only its weight-only (W8A16) steps in diffusers: the published schedule's
+        first and last three. Its FP8 matrix products (W8A8, the steps between) are ModelOpt's CUDA kernels."""
+        if not self.fp8 or self.device.type == "cuda":
+            return
+        from diffusers.pipelines.cosmos.mixed_precision import Cosmos3MixedPrecisionConfig
+
+        schedule = Cosmos3MixedPrecisionConfig.resolve(
+            quantization_config=offline_checkpoints.published()["fp8"]["quantization_config"]
+        )
+        for count in sorted(set(steps)):
+            if {schedule.precision_name(step, count) for step in range(count)} != {"W8A16"}:
+                raise InvalidSettingError(
+                    f"MODEL={self.model!r} is an FP8 (ModelOpt) checkpoint and DEVICE is {self.device.type}: there, "
+                    f"only its weight-only steps run (the first and last three of a call), and a call of {count} "
+                    f"step{'s' if count != 1 else ''} has FP8 matrix products, which ModelOpt runs on CUDA GPUs only. "
+                    "Use 2 to 6 steps (PRESET='smoke'), a GPU, or the bf16 checkpoint."
+                )
 
 
 def choose_device(device: str = "auto") -> torch.device:

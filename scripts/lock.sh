@@ -5,7 +5,8 @@
 #   tools/locks/cpu.txt  torch 2.13.0, whose CPU build setup.sh installs without a GPU; base, dev and benchmarks
 # Both are universal resolutions (Python >= 3.11, any platform): a package whose version differs between Python
 # versions gets one line per version with its marker. The CPU lock is resolved against PyPI's torch 2.13.0, whose
-# dependencies are the CPU build's plus CUDA's runtime (nvidia-*, cuda-*, triton); those are dropped from it.
+# dependencies are the CPU build's plus CUDA's runtime (nvidia-*, cuda-*, triton); those are dropped from it, and
+# nvidia-modelopt and nvidia-ml-py, which are not part of it, kept.
 # Existing pins are kept where they still fit; pass --upgrade (or --upgrade-package NAME) to move them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +54,7 @@ printf '%s\n' "${cpu_pins[@]}" > "$work/cpu-pins.txt"
 compile tools/locks/cpu.txt "$work/cpu-pins.txt" --extra dev --extra benchmarks "$@"
 {
   header "Without an NVIDIA GPU: torch 2.13.0, CPU build, and the base install with the dev and benchmarks extras."
-  grep -Ev '^(nvidia-|cuda-|triton==)' "$work/out.txt"
+  # NVIDIA's Python packages that are not CUDA's runtime stay: ModelOpt and its NVML binding.
+  awk '!/^(nvidia-|cuda-|triton==)/ || /^nvidia-(modelopt|ml-py)==/' "$work/out.txt"
 } > tools/locks/cpu.txt
 for lock in tools/locks/gpu.txt tools/locks/cpu.txt; do echo "lock: wrote $lock, $(grep -vc '^#' "$lock") pins"; done

@@ -75,6 +75,20 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(audio
     assert f"tiny-distilled: FlowMatchEulerDiscreteScheduler at {sigmas}" in printed(executed)
 
 
+def test_the_fp8_revisions_format_runs_through_the_notebook_as_published(tmp_path):
+    """`tiny-fp8`, a ModelOpt FP8 checkpoint in the `@fp8` revisions' format: the quickstart turns on ModelOpt's
+    checkpointing, `from_pretrained` restores the FP8 layers, and every call runs the checkpoint's schedule (on a CPU,
+    two steps: both weight-only)."""
+    executed = notebooks.execute(
+        NAME,
+        tmp_path / "out.ipynb",
+        {"MODEL": "tiny-fp8", "PRESET": "smoke", "MODES": "t2v_sound,t2i", "OUTPUT_DIR": str(tmp_path / "media")},
+    )
+    assert error_outputs(executed) == []
+    manifest = check_run(notebooks.run_folder_from(executed), ["t2v_sound", "t2i"], "smoke", 0)
+    assert manifest["info"]["fp8"] is True
+
+
 @pytest.mark.parametrize(
     ("speed", "switches"), [("turbo", ["compile", "sea_cache"]), ("low_vram", ["fp8_storage", "vae_tiling"])]
 )

@@ -229,3 +229,44 @@ def test_distilled_model_takes_4_step_checkpoints_only_and_says_so_before_any_do
     # A published 4-step checkpoint on a machine without a GPU: the message names the parameter and its offline twin.
     with pytest.raises(ModelUnavailableError, match='DISTILLED_MODEL=.*needs an NVIDIA GPU.*DISTILLED_MODEL = "tiny-'):
         loading.check("nvidia/Cosmos3-Super-Text2Image-4Step", parameter="DISTILLED_MODEL")
+
+
+def test_tiny_fp8_is_the_published_fp8_format_and_loads_as_diffusers_loads_it():
+    """ModelOpt's FP8 layers in the decoder, its state beside the weights, the published `quantization_config`; loaded
+    the published way, it makes nearly tiny's frames (its weights are tiny's, quantised), far closer than a seed."""
+    import numpy as np
+    import torch
+    from diffusers import Cosmos3OmniPipeline
+    from diffusers.pipelines.cosmos import mixed_precision
+
+    checkpoint = loading.resolve("tiny-fp8", device="cpu")
+    folder = Path(checkpoint.path)
+    assert checkpoint.fp8 and (folder / "transformer" / "modelopt_state.pth").is_file()
+    config = json.loads((folder / "transformer" / "config.json").read_text())
+    assert config["quantization_config"] == offline_checkpoints.published()["fp8"]["quantization_config"]
+    offline_checkpoints.fp8.enable_loading()
+    fp8 = Cosmos3OmniPipeline.from_pretrained(checkpoint.path, dtype=torch.float32, enable_safety_checker=False)
+    quantized = [n for n, m in fp8.transformer.named_modules() if mixed_precision._is_modelopt_fp8_linear(m)]
+    assert quantized and all(n.startswith("layers.") for n in quantized)
+    for name in quantized:  # one tensorwise scale each, as diffusers' mixed precision requires
+        mixed_precision._validate_modelopt_fp8_linear(name, fp8.transformer.get_submodule(name))
+    bf16 = Cosmos3OmniPipeline.from_pretrained(loading.resolve("tiny", device="cpu").path, enable_safety_checker=False)
+
+    def frames(pipe, seed):
+        out = pipe(
+            prompt="A red ball.",
+            num_frames=9,
+            height=96,
+            width=160,
+            num_inference_steps=2,
+            generator=torch.Generator("cpu").manual_seed(seed),
+            output_type="np",
+        )
+        return np.asarray(out.video, dtype=np.float32) * 255
+
+    reference = frames(bf16, 0)
+    quantisation = float(np.abs(frames(fp8, 0) - reference).mean())
+    seed = float(np.abs(frames(bf16, 1) - reference).mean())
+    assert 0 < quantisation < seed / 4, (quantisation, seed)
+    with pytest.raises(InvalidSettingError, match="a call of 8 steps has FP8 matrix products, which ModelOpt runs"):
+        checkpoint.check_steps([2, 8])

@@ -49,6 +49,7 @@ CASES = [
     (AV_DIFFUSERS, {"FIRST_LAST": "only-one.png"}, "FIRST_LAST='only-one.png' must name two images"),
     (AV_DIFFUSERS, {"MODEL": "/no/such/checkpoint"}, "MODEL='/no/such/checkpoint' is written as a path"),
     (AV_DIFFUSERS, {"MODEL": "tiny-distilled"}, "loads it through DISTILLED_MODEL"),
+    (AV_DIFFUSERS, {"MODEL": "tiny-fp8", "PRESET": "draft"}, "has FP8 matrix products, which ModelOpt runs"),
     (AV_DIFFUSERS, {"MODEL": "tiny-distilled", "MODES": "t2i"}, "set DISTILLED_MODEL='tiny-distilled'"),
     *(
         (name, {"DISTILLED_MODEL": "tiny"}, "DISTILLED_MODEL='tiny' is not a 4-step")

@@ -69,3 +69,23 @@ def test_a_request_reports_the_server_processs_peak_memory(omni_server: LocalSer
     response = httpx.post(f"{omni_server.base_url}/v1/videos/sync", data=form, headers=headers, timeout=300)
     assert response.status_code == 200, response.text
     assert 100 < float(response.headers["x-peak-memory-mb"]) < 24 * 1024
+
+
+def test_the_fp8_revisions_format_is_served_with_its_schedule_and_fp8_products(tmp_path) -> None:
+    """vLLM-Omni 0.30.0 on a CPU loads `tiny-fp8` (ModelOpt FP8, the `@fp8` revisions' format) as it is, applies the
+    checkpoint's schedule, and runs all eight steps: three weight-only at each end, FP8 matrix products between."""
+    from helpers import media
+
+    with LocalServer.start("tiny-fp8", api_key=SERVER_KEY, flags=["--no-guardrails"], progress=False) as server:
+        form = {"model": "tiny-fp8", "prompt": "a ball", "size": "160x96", "num_frames": "9"}
+        form["num_inference_steps"] = "8"
+        headers = {"Authorization": f"Bearer {SERVER_KEY}"}
+        response = httpx.post(f"{server.base_url}/v1/videos/sync", data=form, headers=headers, timeout=300)
+        assert response.status_code == 200, response.text
+        log = server.log_text()
+    assert "Cosmos3 mixed precision active (source=checkpoint): first_steps=3 last_steps=3 reasoner=a16" in log
+    assert "FP8ScaledMMLinearKernel" in log  # vLLM's FP8 linear layers, not bf16 ones
+    video = tmp_path / "fp8.mp4"
+    video.write_bytes(response.content)
+    info = media.probe(video)
+    assert (info.width, info.height, info.num_frames) == (160, 96, 9)

@@ -333,7 +333,7 @@ class Endpoint:
 def server_flags(model: str, guardrails: str, speed: str) -> list[str]:
     """`vllm serve` flags for a server this notebook starts: SPEED's, and `--no-guardrails` where they are off
     (GUARDRAILS="off", or "auto" on the random-weight checkpoints, which have nothing to guard)."""
-    random_weights = model in offline_checkpoints.TINY_VARIANTS or model == offline_checkpoints.NANO_MODEL_NAME
+    random_weights = model in offline_checkpoints.TINY_VARIANTS or model in offline_checkpoints.NANO_VARIANTS
     off = guardrails == "off" or (guardrails == "auto" and random_weights)
     return [*speed_flags(speed), *(["--no-guardrails"] if off else [])]
 

@@ -7,7 +7,8 @@ the published checkpoints' configuration in everything but size (`published.json
   toy sizes (a few MB), for CPUs; `tiny-edge`, `tiny-nosound` and `tiny-distilled` are the published variants that
   behave differently, at the same size, and `tiny-fp8` is `tiny` in the FP8 revisions' ModelOpt format (`fp8.py`);
 - `nano-random`: Cosmos 3 Nano's own architecture (15.2 B parameters, and the real-size Wan 2.2 VAE) with the exact
-  Qwen tokenizer, built on a GPU in bf16 (about 31 GB), for real speed and memory.
+  Qwen tokenizer, built on a GPU in bf16 (about 31 GB), for real speed and memory; `nano-random-fp8` is the same
+  weights in the FP8 revisions' format.
 
 Each is built once, saved with `save_pretrained` into the cookbook's cache and handed back as a folder, so it is
 loaded through the same `from_pretrained` path as real weights. Building is deterministic; the outputs are noise,
@@ -41,6 +42,8 @@ TINY_VARIANTS: dict[str, str | None] = {
     "tiny-distilled": "distilled",
     "tiny-fp8": "fp8",
 }
+# Nano's size: the bf16 checkpoint and the FP8 revision's format (MODEL name -> the variant it applies).
+NANO_VARIANTS: dict[str, str | None] = {NANO_MODEL_NAME: None, f"{NANO_MODEL_NAME}-fp8": "fp8"}
 # Bump when a recipe below changes so that stale caches are rebuilt instead of reused.
 RECIPE_VERSION = 3
 SEED = 20261130
@@ -464,10 +467,20 @@ def _check_room_for_nano(device: Any) -> None:
         )
 
 
-def ensure_nano_checkpoint(device: Any = "cuda", root: Path | None = None) -> Path:
-    """The `nano-random` checkpoint's folder: built on `device` and saved (about 31 GB) the first time."""
+def ensure_nano_checkpoint(device: Any = "cuda", root: Path | None = None, variant: str = NANO_MODEL_NAME) -> Path:
+    """The `nano-random` (or `nano-random-fp8`) checkpoint's folder: built on `device` and saved the first time."""
     import torch
 
+    if variant not in NANO_VARIANTS:
+        raise ValueError(f"Unknown Nano-size checkpoint {variant!r}; they are {', '.join(NANO_VARIANTS)}.")
     device = torch.device(device)
     _check_room_for_nano(device)
-    return _ensure(NANO_MODEL_NAME, lambda: build_nano_pipeline(str(device)), root)
+    published_variant = NANO_VARIANTS[variant]
+
+    def build() -> Cosmos3OmniPipeline:
+        pipe = build_nano_pipeline(str(device))
+        if published_variant == "fp8":
+            fp8.quantize(pipe)
+        return pipe
+
+    return _ensure(variant, build, root, published_variant)

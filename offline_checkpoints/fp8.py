@@ -72,20 +72,28 @@ def enable_loading() -> None:
 
 
 def finish_export(folder: Path, quantization_config: dict[str, Any]) -> None:
-    """What the saved transformer needs beyond `save_pretrained`: the export's scale names and the published
+    """What the saved transformer needs beyond `save_pretrained`: the export's scale names, in the shard of the
+    scales they copy (and in the shard index, where the weights are sharded), and the published
     `quantization_config` in its config.json."""
     from safetensors.torch import load_file, save_file
 
-    weights = folder / "transformer" / "diffusion_pytorch_model.safetensors"
-    tensors = load_file(weights)
-    exported = {}
-    for name, value in tensors.items():
-        if name.endswith(".weight_quantizer._scale"):
-            exported[name.removesuffix(".weight_quantizer._scale") + ".weight_scale"] = value.float().clone()
-        elif name.endswith(".input_quantizer._amax"):
-            exported[name.removesuffix(".input_quantizer._amax") + ".input_scale"] = value.float() / E4M3_MAX
-    save_file({**tensors, **exported}, weights, metadata={"format": "pt"})
-    path = folder / "transformer" / "config.json"
+    transformer = folder / "transformer"
+    added: dict[str, str] = {}
+    for shard in sorted(transformer.glob("*.safetensors")):
+        tensors = load_file(shard)
+        exported = {}
+        for name, value in tensors.items():
+            if name.endswith(".weight_quantizer._scale"):
+                exported[name.removesuffix(".weight_quantizer._scale") + ".weight_scale"] = value.float().clone()
+            elif name.endswith(".input_quantizer._amax"):
+                exported[name.removesuffix(".input_quantizer._amax") + ".input_scale"] = value.float() / E4M3_MAX
+        save_file({**tensors, **exported}, shard, metadata={"format": "pt"})
+        added.update(dict.fromkeys(exported, shard.name))
+    for index in transformer.glob("*.safetensors.index.json"):
+        content = json.loads(index.read_text())
+        content["weight_map"].update(added)
+        index.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n")
+    path = transformer / "config.json"
     config = json.loads(path.read_text())
     config["quantization_config"] = quantization_config
     path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")

@@ -292,7 +292,7 @@ def resolve(
     if source == TINY_MODEL_NAME:
         path = str(offline_checkpoints.ensure_tiny_checkpoint(variant=model))
     elif source == NANO_MODEL_NAME:
-        path = str(offline_checkpoints.ensure_nano_checkpoint(target))
+        path = str(offline_checkpoints.ensure_nano_checkpoint(target, variant=model))
     elif source == "local":
         path = str(Path(model).expanduser())
     else:

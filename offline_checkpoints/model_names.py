@@ -6,11 +6,11 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
-from offline_checkpoints import NANO_MODEL_NAME, TINY_VARIANTS
+from offline_checkpoints import NANO_VARIANTS, TINY_VARIANTS
 
 
 class Source(StrEnum):
-    OFFLINE = "offline"  # "tiny" and its variants, "nano-random": built here, never downloaded
+    OFFLINE = "offline"  # "tiny", "nano-random" and their variants: built here, never downloaded
     LOCAL = "local"  # a folder, or a name written as a path (which may not exist: the caller says so)
     HUB = "hub"  # `name` or `owner/name`, with an optional `@revision`
 
@@ -22,7 +22,7 @@ def looks_like_a_path(model: str) -> bool:
 
 
 def source_of(model: str) -> Source:
-    if model in TINY_VARIANTS or model == NANO_MODEL_NAME:
+    if model in TINY_VARIANTS or model in NANO_VARIANTS:
         return Source.OFFLINE
     if looks_like_a_path(model) or Path(model).expanduser().exists():
         return Source.LOCAL

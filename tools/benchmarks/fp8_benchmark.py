@@ -9,6 +9,10 @@ Parts (`--parts`, in this order):
   levels of 255, and PSNR; the seed's effect is the same measure between seeds S and S+1.
 - `images`: text to image at 256p, 480p and 720p, 50 steps: bf16 eager before any switch, `fp8` after `video`.
 - `full`: `SPEED="fp8"` over all `--steps` on a fresh build, timed whole (no extrapolation), with its peak memory.
+- `published`: the same weights in the `@fp8` revisions' format (`nano-random-fp8`: ModelOpt FP8, built and saved
+  once), loaded the published way (`enable_huggingface_checkpointing()`, `from_pretrained`) and run with the
+  checkpoint's own schedule over `--steps-timed` steps (8: three weight-only steps at each end, FP8 products
+  between), against bf16 at the same steps; the 35-step total is extrapolated from each kind of step's median.
 - `four_steps`: Nano's random weights in `Cosmos3DistilledModularPipeline` with the distilled checkpoints' scheduler
   and schedule (the transformer of the 4-step checkpoints is Super's; Nano's is what fits beside everything on one
   GPU with bf16 weights). 4-step text to image and image to video at `--tier`, each timed whole, with the share of
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -111,6 +116,65 @@ def full_run(args, save) -> None:
     compile_s = round(time.perf_counter() - started, 1)
     row, _ = _timed(pipe, clock, args, "t2v", args.tier, args.steps, label='SPEED="fp8", compiled, every step')
     row.update(first_call_2_steps_s=compile_s, **PUBLISHED_720P if args.tier == "720p" else {})
+    save(row)
+
+
+def published(args, save) -> None:
+    import torch
+    from diffusers import Cosmos3OmniPipeline
+    from diffusers.pipelines.cosmos.mixed_precision import Cosmos3MixedPrecisionConfig
+
+    from offline_checkpoints import loading
+
+    n = args.steps_timed
+    reference = None
+    if not args.no_reference:
+        bf16 = gpu_benchmark.build_pipeline(args.arch, args.device)
+        clock = gpu_benchmark.StepClock(bf16)
+        gpu_benchmark.generate(bf16, clock, "t2v", args.tier, args.frames, 1, 1)
+        row, reference = _timed(bf16, clock, args, "t2v", args.tier, n, label="bf16, eager (the reference)")
+        save(row)
+        del bf16, clock
+        _release()
+    started = time.perf_counter()
+    checkpoint = loading.resolve("tiny-fp8" if args.arch == "tiny" else "nano-random-fp8", device=args.device)
+    build_s = round(time.perf_counter() - started, 1)
+    offline_checkpoints.fp8.enable_loading()
+    started = time.perf_counter()
+    pipe = Cosmos3OmniPipeline.from_pretrained(
+        checkpoint.path, dtype=checkpoint.dtype, enable_safety_checker=False, use_native_flow_schedule=True
+    ).to(checkpoint.device)
+    load_s = round(time.perf_counter() - started, 1)
+    pipe.set_progress_bar_config(disable=True)
+    clock = gpu_benchmark.StepClock(pipe)
+    gpu_benchmark.generate(pipe, clock, "t2v", args.tier, args.frames, 2, 2)  # two weight-only steps: runs anywhere
+    row, video = _timed(pipe, clock, args, "t2v", args.tier, n, label="the published FP8 format, its own schedule")
+    if reference is not None:
+        _levels(row, video, reference)
+    schedule = Cosmos3MixedPrecisionConfig.resolve(
+        quantization_config=offline_checkpoints.published()["fp8"]["quantization_config"]
+    )
+    kinds = [schedule.precision_name(step, n) for step in range(n)]
+    # Each kind's median step, without a call's first step (it also pays for the call's set-up).
+    by_kind = {
+        kind: statistics.median(
+            t for step, (t, k) in enumerate(zip(row["step_s"], kinds, strict=True)) if k == kind and step
+        )
+        for kind in set(kinds)
+    }
+    total = row["setup_s"] + sum(by_kind[schedule.precision_name(step, args.steps)] for step in range(args.steps))
+    row.update(
+        schedule=kinds,
+        step_s_by_kind=by_kind,
+        total_s=round(total + row["decode_s"], 2),
+        build_and_save_s=build_s,
+        load_s=load_s,
+        fp8_weight_gib=round(
+            sum(p.numel() for p in pipe.transformer.parameters() if p.dtype == torch.float8_e4m3fn) / 2**30, 2
+        ),
+    )
+    if args.tier == "720p":
+        row.update(PUBLISHED_720P)
     save(row)
 
 
@@ -228,11 +292,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arch", choices=("nano", "tiny"), default="nano")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--parts", default="video,images", help="comma-separated: video, images, full, four_steps")
+    parser.add_argument(
+        "--parts", default="video,images", help="comma-separated: video, images, full, published, four_steps"
+    )
     parser.add_argument("--tier", default="720p")
     parser.add_argument("--frames", type=int, default=189)
     parser.add_argument("--steps", type=int, default=35)
     parser.add_argument("--steps-timed", type=int, default=3)
+    parser.add_argument("--no-reference", action="store_true", help="published: skip the bf16 run it is compared with")
     parser.add_argument("--out", default="fp8_benchmark.json")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
@@ -261,7 +328,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if parts & {"video", "images"}:
         video_and_images(args, save, parts)
-    for part, run in (("full", full_run), ("four_steps", four_steps)):
+    for part, run in (("full", full_run), ("published", published), ("four_steps", four_steps)):
         if part in parts:
             _release()
             run(args, save)

@@ -134,6 +134,7 @@ def generate(
         "first_step_s": round(steps_s[0], 3),
         "second_step_s": round(steps_s[1], 3) if steps > 1 else None,
         "median_step_s": round(median, 4),
+        "step_s": [round(x, 3) for x in steps_s],
         "decode_s": round(decode, 2),
         "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None,
         "reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2) if torch.cuda.is_available() else None,

@@ -34,9 +34,8 @@ MODELOPT_CONFIG: dict[str, Any] = {
 }
 
 
-def quantize(pipe: Cosmos3OmniPipeline) -> int:
-    """Quantise `pipe.transformer` in place as the FP8 revisions are, calibrated on one small generation; returns
-    how many linear layers hold FP8 weights."""
+def quantize(pipe: Cosmos3OmniPipeline) -> None:
+    """Quantise `pipe.transformer` in place as the FP8 revisions are, calibrated on one small generation."""
     import modelopt.torch.quantization as mtq
     import torch
 
@@ -54,13 +53,6 @@ def quantize(pipe: Cosmos3OmniPipeline) -> int:
 
     mtq.quantize(pipe.transformer, MODELOPT_CONFIG, forward_loop=calibrate)
     mtq.compress(pipe.transformer)
-    return sum(1 for m in pipe.transformer.modules() if getattr(m, "weight", None) is not None and _is_fp8(m.weight))
-
-
-def _is_fp8(tensor: Any) -> bool:
-    import torch
-
-    return tensor.dtype == torch.float8_e4m3fn
 
 
 def enable_loading() -> None:

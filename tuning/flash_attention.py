@@ -76,7 +76,29 @@ def attention_op() -> Any:
     return flash_attention
 
 
-class FlashAttention4Processor(OwnKernelAttnProcessor):
+class LargeCallsProcessor(OwnKernelAttnProcessor):
+    """Cosmos 3's attention processor that sends the large calls to `self.kernel(q, k, v, causal, scale)`, a custom
+    op over `[batch, tokens, heads, head_dim]`, and the rest to PyTorch's SDPA: calls over fewer than
+    `MIN_QUERY_TOKENS` queries, and the causal ones where `causal_calls` is False."""
+
+    kernel: Any
+    causal_calls = True
+
+    def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool) -> torch.Tensor:
+        from diffusers.models.attention_dispatch import AttentionBackendName, dispatch_attention_fn
+
+        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+        # The length test is static under compilation: a compiled layer traces straight to one path.
+        if query.shape[1] >= MIN_QUERY_TOKENS and (self.causal_calls or not is_causal):
+            out = self.kernel(query, key, value, is_causal, None)
+        else:
+            out = dispatch_attention_fn(
+                query, key, value, is_causal=is_causal, enable_gqa=True, backend=AttentionBackendName.NATIVE
+            )
+        return out.squeeze(0)
+
+
+class FlashAttention4Processor(LargeCallsProcessor):
     """Cosmos 3's attention processor with FlashAttention-4 as its kernel. Set on each layer of one pipeline through
     diffusers' public `set_processor` (`use_for`): other pipelines in the process, diffusers' kernel registry and its
     active backend stay as they were. Attention over fewer than `MIN_QUERY_TOKENS` queries stays on PyTorch's SDPA."""
@@ -84,19 +106,6 @@ class FlashAttention4Processor(OwnKernelAttnProcessor):
     def __init__(self) -> None:
         # Held, not looked up per call: compiled layers then trace straight to the op, not through its cache.
         self.kernel = attention_op()
-
-    def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool) -> torch.Tensor:
-        from diffusers.models.attention_dispatch import AttentionBackendName, dispatch_attention_fn
-
-        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-        # The length test is static under compilation: a compiled layer traces straight to one path.
-        if query.shape[1] >= MIN_QUERY_TOKENS:
-            out = self.kernel(query, key, value, is_causal, None)
-        else:
-            out = dispatch_attention_fn(
-                query, key, value, is_causal=is_causal, enable_gqa=True, backend=AttentionBackendName.NATIVE
-            )
-        return out.squeeze(0)
 
 
 def use_for(pipe: Any) -> None:

@@ -21,8 +21,7 @@ import functools
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-from tuning.flash_attention import MIN_QUERY_TOKENS
-from tuning.speed import OwnKernelAttnProcessor
+from tuning.flash_attention import LargeCallsProcessor
 
 if TYPE_CHECKING:
     import torch
@@ -138,25 +137,15 @@ def attention_op() -> Any:
     return fp8_attention
 
 
-class FP8AttentionProcessor(OwnKernelAttnProcessor):
+class FP8AttentionProcessor(LargeCallsProcessor):
     """Cosmos 3's attention processor with FlashAttention-3's FP8 kernel for the large non-causal calls (the
     generation tokens over text and video), set per layer through diffusers' public `set_processor` (`use_for`).
     Calls over fewer than `MIN_QUERY_TOKENS` queries and the text's causal pass stay on PyTorch's SDPA in bf16."""
 
+    causal_calls = False
+
     def __init__(self) -> None:
         self.kernel = attention_op()
-
-    def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool) -> torch.Tensor:
-        from diffusers.models.attention_dispatch import AttentionBackendName, dispatch_attention_fn
-
-        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-        if query.shape[1] >= MIN_QUERY_TOKENS and not is_causal:
-            out = self.kernel(query, key, value, False, None)
-        else:
-            out = dispatch_attention_fn(
-                query, key, value, is_causal=is_causal, enable_gqa=True, backend=AttentionBackendName.NATIVE
-            )
-        return out.squeeze(0)
 
 
 def use_for(pipe: Any) -> None:

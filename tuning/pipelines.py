@@ -74,6 +74,26 @@ EXACT_SWITCHES: frozenset[str] = frozenset(
         "group_offload",
     }
 )
+# Switches that cannot be on together, and why.
+_EXCLUSIVE: tuple[tuple[frozenset[str], str], ...] = (
+    (
+        frozenset({"cuda_graphs", "sea_cache"}),
+        "SeaCache decides on the CPU at every step whether to skip work, which a recorded CUDA graph cannot do.",
+    ),
+    (
+        frozenset({"fp8_storage", "compile"}),
+        "diffusers' layerwise casting makes new parameters inside each forward, which torch.compile(fullgraph=True) "
+        "cannot trace.",
+    ),
+    (
+        frozenset({"fp8_storage", "fp8_linears"}),
+        "both replace the transformer's weights with float8 ones, one for memory and one for speed.",
+    ),
+    (
+        frozenset({"flash_attention", "fp8_attention"}),
+        "each sets the attention processor of every layer.",
+    ),
+)
 _APPLIED_ATTR = "_cookbook_speedups"
 _SKIPPED_ATTR = "_cookbook_skipped_speedups"
 
@@ -112,26 +132,10 @@ def apply(
     names = check(names)
     done, passed = applied(pipe), skipped(pipe)
     every = {*names, *done, *passed}
-    if {"cuda_graphs", "sea_cache"} <= every:
-        raise InvalidSettingError(
-            "'cuda_graphs' and 'sea_cache' cannot be combined: SeaCache decides on the CPU at every step whether to "
-            "skip work, which a recorded CUDA graph cannot do. Drop one of them."
-        )
-    if {"fp8_storage", "compile"} <= every:
-        raise InvalidSettingError(
-            "'fp8_storage' and 'compile' cannot be combined: diffusers' layerwise casting makes new parameters inside "
-            "each forward, which torch.compile(fullgraph=True) cannot trace. Drop one of them."
-        )
-    if {"fp8_storage", "fp8_linears"} <= every:
-        raise InvalidSettingError(
-            "'fp8_storage' and 'fp8_linears' cannot be combined: both replace the transformer's weights with float8 "
-            "ones, one for memory and one for speed. Drop one of them."
-        )
-    if {"flash_attention", "fp8_attention"} <= every:
-        raise InvalidSettingError(
-            "'flash_attention' and 'fp8_attention' cannot be combined: each sets the attention processor of every "
-            "layer. Drop one of them."
-        )
+    for pair, why in _EXCLUSIVE:
+        if pair <= every:
+            first, second = sorted(pair, key=SWITCHES.index)
+            raise InvalidSettingError(f"{first!r} and {second!r} cannot be combined: {why} Drop one of them.")
     if {"compile", "group_offload"} <= every and "text_kv_cache" not in every:
         raise InvalidSettingError(
             "'compile' and 'group_offload' need 'text_kv_cache' as well: without it, compile_repeated_blocks compiles "

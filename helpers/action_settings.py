@@ -66,7 +66,7 @@ FLOW_SHIFT, POLICY_FLOW_SHIFT = 10.0, 5.0
 @dataclass(frozen=True)
 class Embodiment:
     """One action domain as NVIDIA runs it. `translation_scale`: stored translations are metres times this.
-    `normalized`: the model reads actions normalised per channel (`helpers.actions.DROID_NORMALIZATION`)."""
+    `normalized`: the model reads actions normalised per channel (`helpers.actions.NORMALIZATIONS`)."""
 
     domain_name: str
     title: str
@@ -117,13 +117,13 @@ EMBODIMENTS: dict[str, Embodiment] = {
             chunk_size=16,
             fps=15,
             resolution_tier=480,
-            view_point="third_person_view",
-            prompt="The robot arm reaches down, grasps the red block and lifts it.",
+            view_point="concat_view",
+            prompt="The robot arm grasps the red block, carries it to the blue tray and lets it go.",
             normalized=True,
             policy_prompt="Pick up the object and place it in the target container.",
-            source=f"{_NVIDIA}run_fd_with_diffusers.ipynb, run_policy_with_vllm_omni.ipynb: 16 actions, 17 frames "
-            "at 15 fps, tier 480, quantile-normalised actions, rollouts of 16-action chunks; policy prompt and shift "
-            "5 from the policy notebook; the view is the cookbook's single third-person camera)",
+            source=f"{_NVIDIA}run_fd_with_vllm.ipynb: five chunks of 16 actions, 17 frames each at 15 fps, "
+            "image_size 480, the concatenated view of three cameras (the wrist on top, the two exterior cameras "
+            "halved below), quantile-normalised actions; policy prompt and shift 5 from NVIDIA's policy examples)",
         ),
         Embodiment(
             "umi",
@@ -132,8 +132,10 @@ EMBODIMENTS: dict[str, Embodiment] = {
             fps=20,
             resolution_tier=256,
             view_point="ego_view",
-            prompt="A hand-held gripper arranges objects on a desk.",
-            source=f"{_NVIDIA}run_fd_with_diffusers.ipynb: 16 actions at 20 fps, tier 256, ego view)",
+            prompt="A hand-held gripper takes a green cup off a desk.",
+            normalized=True,
+            source=f"{_NVIDIA}run_fd_with_vllm.ipynb: chunks of 16 actions at 20 fps, image_size 256, ego view; "
+            "normalised with the first 10 channels of the Cosmos framework's UMI quantiles, as its UMI dataset does)",
         ),
         Embodiment(
             "hand_pose",

@@ -1,4 +1,4 @@
-"""Action arrays: the bundled trajectories, chunks for a rollout, DROID's normalisation, and action files.
+"""Action arrays: the bundled trajectories, chunks for a rollout, DROID's and UMI's normalisation, and action files.
 
 An action file is a pair: `<name>.npy` (float32, one row per step) and `<name>.json` (domain, task, columns,
 units, frame rate, and the normalisation applied), so that anyone can read the numbers back without this package.
@@ -49,6 +49,14 @@ DROID_NORMALIZATION = Normalization(
     q99=(0.014515, 0.011517, 0.01452, 1.0, 0.047596, 0.03466, 0.047654, 1.0, 0.038888, 1.0),
     source="NVIDIA's Cosmos 3 action cookbook, assets/actions/droid_normalization_stats.json (quantile_rot)",
 )
+UMI_NORMALIZATION = Normalization(
+    q01=(-0.035246, -0.037122, -0.035762, 0.98405, -0.108706, -0.065188, -0.110908, 0.982889, -0.085106, 0.0),
+    q99=(0.038095, 0.033082, 0.032447, 1.0, 0.110573, 0.068087, 0.108972, 1.0, 0.089037, 0.096749),
+    source="NVIDIA's Cosmos framework, normalizer_stats/umi_lerobot_stats.json: the first 10 channels (one arm), "
+    "as its UMI dataset normalises them",
+)
+# The embodiments whose actions the model reads normalised, and how.
+NORMALIZATIONS: dict[str, Normalization] = {"droid_lerobot": DROID_NORMALIZATION, "umi": UMI_NORMALIZATION}
 
 
 def columns(width: int) -> list[str]:

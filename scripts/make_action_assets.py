@@ -6,9 +6,14 @@ NVIDIA's "backward framewise" convention, `helpers.trajectories`):
 
 * a car driving a two-lane road that bends left: 61 frames at 10 fps, 832x480, from the driver's eye
   (``av_drive``: 60 ego-pose deltas, translations in metres times 1.35 as NVIDIA's AV actions store them);
-* a gripper that reaches for a red block, grasps it and lifts it towards a tray: 49 frames at 15 fps, 736x544,
-  seen from a fixed camera in front of the table (``droid_pick``: 48 rows of a 9-D end-effector delta in metres
-  plus the gripper, 0 open to 1 closed, before DROID's normalisation).
+* a DROID arm that grasps a red block and carries it to a tray: 81 frames at 15 fps from three cameras stacked as
+  NVIDIA stacks DROID's (the wrist on top, 640x360; the two exterior cameras below, 320x180 each: 640x540)
+  (``droid_pick``: 80 rows of a 9-D end-effector delta in metres plus the gripper, 0 open to 1 closed, before
+  DROID's normalisation);
+* a hand-held UMI gripper whose camera takes a green cup off a desk: 33 frames at 20 fps, 256x256 (``umi_cup``: 32
+  rows of the camera's 9-D delta in metres plus the fingers' opening in metres, before UMI's normalisation);
+* three drives from the car's start frame, straight, left and right (``av_straight``, ``av_left``, ``av_right``:
+  trajectories only, 60 steps each).
 
     python scripts/make_action_assets.py
 
@@ -150,70 +155,103 @@ def draw_car_frame(camera: np.ndarray) -> np.ndarray:
     return finish(image, AV_SIZE)
 
 
-# --- The gripper --------------------------------------------------------------------------------------------------
-ARM_SIZE, ARM_FPS = (736, 544), 15
-TABLE, FLOOR, BLOCK, TRAY, METAL = (176, 134, 92), (60, 60, 66), (200, 40, 36), (40, 90, 190), (150, 154, 160)
-BLOCK_AT, BLOCK_HALF, TRAY_AT = np.array([0.10, 0.0, 0.35]), 0.025, np.array([-0.12, 0.0, 0.44])
-# Where the fingertips go (x right, y down, z away from the camera; the table top is y = 0), and the gripper.
-# Eased steps stay within DROID's 99th percentile of motion per frame (about 1 cm), so normalising clips nothing.
-WAYPOINTS = [(0, (-0.02, -0.22, 0.30), 0.0), (16, (0.10, -0.12, 0.35), 0.0), (28, (0.10, -0.035, 0.35), 0.0)]
-WAYPOINTS += [(32, (0.10, -0.035, 0.35), 1.0), (48, (-0.02, -0.14, 0.40), 1.0)]
+# --- Painting boxes ------------------------------------------------------------------------------------------------
+class Painter:
+    """Flat-shaded faces and boxes seen from one camera, drawn back to front by the caller. A face with a corner
+    behind the camera is left out (the wrist camera sits among the gripper's own parts)."""
+
+    def __init__(self, camera: np.ndarray, focal: float, size: tuple[int, int], background: tuple[int, int, int]):
+        self.camera_x = camera[0, 3]
+        self.project = projector(camera, focal, (size[0] / 2, size[1] / 2))
+        self.image = Image.new("RGB", size, background)
+        self.draw = ImageDraw.Draw(self.image)
+
+    def face(self, corners: Sequence[Sequence[float]], color: tuple[int, ...]) -> None:
+        pixels, depth = self.project(np.asarray(corners, dtype=float))
+        if depth.min() > 0.02:
+            self.draw.polygon([tuple(p) for p in pixels], fill=color)
+
+    def floor(self, x: tuple[float, float], z: tuple[float, float], color: tuple[int, ...], tiles: int = 12) -> None:
+        """A rectangle of the plane y = 0, in tiles, so that the part in front of the camera stays when the rest
+        is behind it."""
+        xs, zs = np.linspace(*x, tiles + 1), np.linspace(*z, tiles + 1)
+        for i in range(tiles):
+            for j in range(tiles):
+                self.face(
+                    [(xs[i], 0, zs[j]), (xs[i + 1], 0, zs[j]), (xs[i + 1], 0, zs[j + 1]), (xs[i], 0, zs[j + 1])], color
+                )
+
+    def box(self, centre: np.ndarray, half: Sequence[float], color: tuple[int, int, int]) -> None:
+        x, y, z = centre
+        hx, hy, hz = half
+        shade = [tuple(int(c * k) for c in color) for k in (0.75, 1.0, 0.9)]
+        self.face(
+            [(x - hx, y + hy, z - hz), (x + hx, y + hy, z - hz), (x + hx, y - hy, z - hz), (x - hx, y - hy, z - hz)],
+            shade[0],
+        )
+        self.face(
+            [(x - hx, y - hy, z - hz), (x + hx, y - hy, z - hz), (x + hx, y - hy, z + hz), (x - hx, y - hy, z + hz)],
+            shade[1],
+        )
+        side = x - hx if x > self.camera_x else x + hx  # the side that faces the camera
+        self.face(
+            [(side, y + hy, z - hz), (side, y + hy, z + hz), (side, y - hy, z + hz), (side, y - hy, z - hz)], shade[2]
+        )
 
 
-def gripper_path() -> tuple[np.ndarray, np.ndarray]:
-    """Fingertip positions (49, 3) and gripper closure (49,) at each frame, eased between the waypoints."""
-    points, grip = [], []
-    for (f0, p0, g0), (f1, p1, g1) in zip(WAYPOINTS, WAYPOINTS[1:], strict=False):
-        for f in range(f0, f1):
-            t = (f - f0) / (f1 - f0)
-            t = t * t * (3 - 2 * t)
-            points.append(np.add(p0, np.subtract(p1, p0) * t))
-            grip.append(g0 + (g1 - g0) * t)
-    points.append(np.array(WAYPOINTS[-1][1]))
-    grip.append(WAYPOINTS[-1][2])
-    return np.array(points), np.array(grip)
-
-
-def arm_camera() -> np.ndarray:
-    position, target = np.array([0.0, -0.75, -0.45]), np.array([0.0, 0.0, 0.38])
-    forward = (target - position) / np.linalg.norm(target - position)
+def look_at(position: Sequence[float], target: Sequence[float]) -> np.ndarray:
+    """A camera-to-world pose at `position` looking at `target`, image up towards world -y (OpenCV axes)."""
+    position = np.asarray(position, dtype=float)
+    forward = (np.asarray(target) - position) / np.linalg.norm(np.asarray(target) - position)
     right = np.cross([0.0, 1.0, 0.0], forward)
     right /= np.linalg.norm(right)
     return pose(np.stack([right, np.cross(forward, right), forward], axis=1), position)
 
 
-def draw_arm_frame(tip: np.ndarray, closure: float, held: bool) -> np.ndarray:
-    w, h = ARM_SIZE[0] * SUPERSAMPLE, ARM_SIZE[1] * SUPERSAMPLE
-    focal = 0.9 * w
-    project = projector(arm_camera(), focal, (w / 2, h / 2))
-    image = Image.new("RGB", (w, h), FLOOR)
-    draw = ImageDraw.Draw(image)
+def eased(waypoints: Sequence[tuple[int, Sequence[float], float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (T + 1, 3) and gripper values (T + 1,) at each frame, eased between (frame, position, gripper)
+    waypoints."""
+    points, grip = [], []
+    for (f0, p0, g0), (f1, p1, g1) in zip(waypoints, waypoints[1:], strict=False):
+        for f in range(f0, f1):
+            t = (f - f0) / (f1 - f0)
+            t = t * t * (3 - 2 * t)
+            points.append(np.add(p0, np.subtract(p1, p0) * t))
+            grip.append(g0 + (g1 - g0) * t)
+    points.append(np.array(waypoints[-1][1], dtype=float))
+    grip.append(waypoints[-1][2])
+    return np.array(points), np.array(grip)
 
-    def face(corners: Sequence[Sequence[float]], color: tuple[int, ...]) -> None:
-        pixels, _ = project(np.asarray(corners, dtype=float))
-        draw.polygon([tuple(p) for p in pixels], fill=color)
 
-    def box(centre: np.ndarray, half: Sequence[float], color: tuple[int, int, int]) -> None:
-        x, y, z = centre
-        hx, hy, hz = half
-        shade = [tuple(int(c * k) for c in color) for k in (0.75, 1.0, 0.9)]
-        face(
-            [(x - hx, y + hy, z - hz), (x + hx, y + hy, z - hz), (x + hx, y - hy, z - hz), (x - hx, y - hy, z - hz)],
-            shade[0],
-        )
-        face(
-            [(x - hx, y - hy, z - hz), (x + hx, y - hy, z - hz), (x + hx, y - hy, z + hz), (x - hx, y - hy, z + hz)],
-            shade[1],
-        )
-        side = x - hx if x > 0 else x + hx  # the side that faces the camera
-        face([(side, y + hy, z - hz), (side, y + hy, z + hz), (side, y - hy, z + hz), (side, y - hy, z - hz)], shade[2])
+# --- The DROID arm, from three cameras ----------------------------------------------------------------------------
+ARM_FPS, WRIST_SIZE = 15, (640, 360)  # DROID's cameras record 640x360; the stack is 640x540
+TABLE, FLOOR, BLOCK, TRAY, METAL = (176, 134, 92), (60, 60, 66), (200, 40, 36), (40, 90, 190), (150, 154, 160)
+BLOCK_AT, BLOCK_HALF, TRAY_AT = np.array([0.10, 0.0, 0.35]), 0.025, np.array([-0.12, 0.0, 0.44])
+# Where the fingertips go (x right, y down, z away from the robot; the table top is y = 0), and the gripper (0 open,
+# 1 closed): reach, grasp, lift, carry to the tray, lower, release, rise. 80 steps: five chunks of 16. Eased steps
+# stay within DROID's 99th percentile of motion per frame (about 1 cm), so normalising clips nothing.
+WAYPOINTS = [(0, (-0.02, -0.22, 0.30), 0.0), (16, (0.10, -0.12, 0.35), 0.0), (28, (0.10, -0.035, 0.35), 0.0)]
+WAYPOINTS += [(32, (0.10, -0.035, 0.35), 1.0), (48, (-0.02, -0.14, 0.40), 1.0), (64, (-0.12, -0.10, 0.44), 1.0)]
+WAYPOINTS += [(72, (-0.12, -0.045, 0.44), 1.0), (76, (-0.12, -0.045, 0.44), 0.0), (80, (-0.12, -0.07, 0.44), 0.0)]
+GRASPED, RELEASED = 32, 76
+# Two exterior cameras on opposite sides of the table, and one on the wrist looking down past the fingers.
+EXTERIOR_CAMERAS = (look_at((-0.55, -0.5, 0.02), (0.0, -0.02, 0.40)), look_at((0.55, -0.5, 0.02), (0.0, -0.02, 0.40)))
+WRIST_OFFSET, WRIST_TARGET = np.array([0.0, -0.17, -0.11]), np.array([0.0, 0.0, 0.12])
 
-    face([(-0.6, 0, -0.05), (0.6, 0, -0.05), (0.6, 0, 0.85), (-0.6, 0, 0.85)], TABLE)
-    for k in range(1, 9):  # wood grain
-        z = -0.05 + 0.1 * k
-        (a, b), _ = project(np.array([(-0.6, 0, z), (0.6, 0, z)]))
-        draw.line([tuple(a), tuple(b)], fill=(160, 120, 82), width=2)
-    face(
+
+def draw_arm_view(
+    camera: np.ndarray, size: tuple[int, int], tip: np.ndarray, closure: float, frame: int, wrist: bool = False
+) -> np.ndarray:
+    w, h = size[0] * SUPERSAMPLE, size[1] * SUPERSAMPLE
+    focal = 0.75 * w
+    paint = Painter(camera, focal, (w, h), FLOOR)
+    paint.floor((-0.45, 0.45), (0.0, 0.8), TABLE)
+    for k in range(1, 8):  # wood grain
+        z = 0.1 * k
+        (a, b), depth = paint.project(np.array([(-0.45, 0, z), (0.45, 0, z)]))
+        if depth.min() > 0.02:
+            paint.draw.line([tuple(a), tuple(b)], fill=(160, 120, 82), width=2)
+    paint.face(
         [
             (TRAY_AT[0] - 0.09, 0, TRAY_AT[2] - 0.07),
             (TRAY_AT[0] + 0.09, 0, TRAY_AT[2] - 0.07),
@@ -222,17 +260,88 @@ def draw_arm_frame(tip: np.ndarray, closure: float, held: bool) -> np.ndarray:
         ],
         TRAY,
     )
-    shadow, _ = project(np.array([tip[0], 0.0, tip[2]])[None])
-    r = 0.03 * focal / 0.9 * (1 - 2 * tip[1])
-    draw.ellipse([shadow[0][0] - r, shadow[0][1] - r / 2, shadow[0][0] + r, shadow[0][1] + r / 2], fill=(120, 90, 62))
-    block = tip + [0, BLOCK_HALF - 0.01, 0] if held else BLOCK_AT - [0, BLOCK_HALF, 0]
-    box(block, (BLOCK_HALF,) * 3, BLOCK)
+    shadow, depth = paint.project(np.array([tip[0], 0.0, tip[2]])[None])
+    if depth[0] > 0.02:
+        r = 0.03 * focal / depth[0] * 1.2
+        paint.draw.ellipse(
+            [shadow[0][0] - r, shadow[0][1] - r / 2, shadow[0][0] + r, shadow[0][1] + r / 2], fill=(120, 90, 62)
+        )
+    if frame < GRASPED:
+        block = BLOCK_AT - [0, BLOCK_HALF, 0]
+    elif frame < RELEASED:
+        block = tip + [0, BLOCK_HALF - 0.01, 0]
+    else:
+        block = np.array([WAYPOINTS[-2][1][0], -BLOCK_HALF, WAYPOINTS[-2][1][2]])
+    paint.box(block, (BLOCK_HALF,) * 3, BLOCK)
     opening = 0.045 * (1 - closure) + BLOCK_HALF * closure + 0.006
-    box(tip - [0, 0.12, 0], (0.05, 0.02, 0.03), METAL)  # the palm
+    if not wrist:  # the wrist camera sits on the palm: it sees the fingers, not the palm or the forearm
+        paint.box(tip - [0, 0.45, 0], (0.03, 0.31, 0.03), (210, 210, 214))  # the forearm, from above
+        paint.box(tip - [0, 0.12, 0], (0.05, 0.02, 0.03), METAL)  # the palm
     for side in (-1, 1):
-        box(tip + [side * opening, -0.05, 0], (0.006, 0.05, 0.015), (90, 92, 98))
-    box(tip - [0, 0.45, 0], (0.03, 0.31, 0.03), (210, 210, 214))  # the forearm, from above
-    return finish(image, ARM_SIZE)
+        paint.box(tip + [side * opening, -0.05, 0], (0.006, 0.05, 0.015), (90, 92, 98))
+    return finish(paint.image, size)
+
+
+def draw_arm_frame(tip: np.ndarray, closure: float, frame: int) -> np.ndarray:
+    """NVIDIA's DROID stack: the wrist camera on top (640x360), the two exterior cameras halved below it, side by
+    side (320x180 each): 640x540."""
+    wrist = draw_arm_view(look_at(tip + WRIST_OFFSET, tip + WRIST_TARGET), WRIST_SIZE, tip, closure, frame, True)
+    half = (WRIST_SIZE[0] // 2, WRIST_SIZE[1] // 2)
+    left, right = (draw_arm_view(c, half, tip, closure, frame) for c in EXTERIOR_CAMERAS)
+    return np.concatenate([wrist, np.concatenate([left, right], axis=1)], axis=0)
+
+
+# --- The UMI gripper ----------------------------------------------------------------------------------------------
+UMI_SIZE, UMI_FPS = (256, 256), 20
+DESK, CUP, BOOK, PAD = (196, 190, 178), (60, 150, 80), (190, 160, 60), (50, 52, 58)
+CUP_AT = np.array([0.0, -0.04, 0.42])
+# The camera rides on the hand-held gripper (UMI's GoPro): it moves towards the green cup, closes on it and lifts
+# it, 32 steps at 20 fps (two chunks of 16). Positions in metres (the desk top is y = 0); the gripper column is the
+# fingers' opening in metres, as UMI records it.
+UMI_WAYPOINTS = [(0, (0.06, -0.26, 0.02), 0.085), (18, (0.0, -0.14, 0.26), 0.085), (24, (0.0, -0.14, 0.26), 0.05)]
+UMI_WAYPOINTS += [(32, (0.0, -0.22, 0.20), 0.05)]
+UMI_PITCH = 0.45  # the camera looks down at the desk
+
+
+def umi_camera(position: np.ndarray) -> np.ndarray:
+    c, s = math.cos(UMI_PITCH), math.sin(UMI_PITCH)
+    pitch = np.array([[1.0, 0.0, 0.0], [0.0, c, s], [0.0, -s, c]])  # forward tips down towards +y
+    return pose(pitch, position)
+
+
+def draw_umi_frame(position: np.ndarray, opening: float, frame: int) -> np.ndarray:
+    w, h = UMI_SIZE[0] * SUPERSAMPLE, UMI_SIZE[1] * SUPERSAMPLE
+    camera = umi_camera(position)
+    paint = Painter(camera, 0.6 * w, (w, h), (120, 128, 140))
+    paint.floor((-0.6, 0.6), (-0.3, 1.2), DESK)
+    paint.face([(-0.25, 0, 0.55), (-0.08, 0, 0.55), (-0.08, 0, 0.75), (-0.25, 0, 0.75)], PAD)
+    paint.box(np.array([0.2, -0.02, 0.6]), (0.08, 0.02, 0.11), BOOK)
+    held = frame >= UMI_WAYPOINTS[2][0]
+    cup = position + camera[:3, :3] @ [0.0, 0.1, 0.16] if held else CUP_AT
+    paint.box(cup, (0.03, 0.04, 0.03), CUP)
+    finger = camera[:3, :3]  # the fingers are fixed in the camera's frame, at the bottom of the picture
+    for side in (-1, 1):
+        tip = position + finger @ [side * (opening / 2 + 0.008), 0.1, 0.16]
+        paint.box(tip, (0.008, 0.03, 0.03), (70, 72, 78))
+    return finish(paint.image, UMI_SIZE)
+
+
+# --- Three drives from one start frame ----------------------------------------------------------------------------
+def steering_poses(turn_rate: float) -> np.ndarray:
+    """The car's 61 poses at 8 m/s when it turns at `turn_rate` rad/s (positive: left) after driving straight for
+    1 s, easing into the turn over the next second."""
+    dt, poses, position, angle = 1 / AV_FPS / 8, [], np.zeros(3), 0.0
+    for step in range(AV_STEPS * 8 + 1):
+        t = step * dt
+        if step % 8 == 0:
+            poses.append(pose(rotation_y(-angle), position.copy()))
+        rate = 0.0 if t < 1 else turn_rate * min(t - 1, 1.0)
+        angle += rate * dt
+        position += np.array([-math.sin(angle), 0.0, math.cos(angle)]) * AV_SPEED * dt
+    return np.stack(poses)
+
+
+STEERING = {"straight": 0.0, "left": 0.2, "right": -0.2}
 
 
 # --- Files --------------------------------------------------------------------------------------------------------
@@ -261,22 +370,53 @@ def main(argv: Sequence[str] | None = None) -> None:
             "scene": "a car drives a two-lane road at 8 m/s; after 2 s the road bends left",
         },
     )
-    tips, closure = gripper_path()
-    grasped = [f >= 32 for f in range(len(tips))]
+    for name, rate in STEERING.items():
+        actions.write(
+            ASSETS / "trajectories" / f"av_{name}",
+            trajectories.deltas_from_poses(steering_poses(rate), translation_scale=1.35),
+            {
+                "domain_name": "av",
+                "units": "translation: metres x 1.35 (NVIDIA's AV scale); rotation: 6-D (first two matrix columns)",
+                "convention": "each row is the camera's motion from one frame to the next, in the earlier frame's "
+                "OpenCV axes (x right, y down, z forward)",
+                "scene": f"from av_drive_start.png: 8 m/s, then {name}"
+                + ("" if not rate else f" at {abs(rate)} rad/s after 1 s"),
+                "fps": AV_FPS,
+                "provenance": "computed by scripts/make_action_assets.py; the project's own, Apache-2.0",
+            },
+        )
+    tips, closure = eased(WAYPOINTS)
     tip_poses = np.stack([pose(np.eye(3), p) for p in tips])
-    deltas = np.concatenate([trajectories.deltas_from_poses(tip_poses), closure[1:, None]], axis=1)
     write_scene(
         "droid_pick",
-        [draw_arm_frame(t, c, g) for t, c, g in zip(tips, closure, grasped, strict=True)],
+        [draw_arm_frame(tip, c, f) for f, (tip, c) in enumerate(zip(tips, closure, strict=True))],
         ARM_FPS,
-        deltas,
+        np.concatenate([trajectories.deltas_from_poses(tip_poses), closure[1:, None]], axis=1),
         {
             "domain_name": "droid_lerobot",
             "units": "translation: metres; rotation: 6-D (first two matrix columns); gripper: 0 open to 1 closed; "
             "not yet normalised (DROID's quantile normalisation is applied before a call)",
             "convention": "each row is the fingertips' motion from one frame to the next, in the earlier pose's "
-            "axes (x right, y down, z away from the camera), then the gripper's closure at the later frame",
-            "scene": "a gripper reaches for a red block, grasps it and lifts it towards a blue tray",
+            "axes (x right, y down, z away from the robot), then the gripper's closure at the later frame",
+            "views": "640x540: the wrist camera on top (640x360), the left and right exterior cameras below it "
+            "(320x180 each), as NVIDIA stacks DROID's three cameras",
+            "scene": "a gripper grasps a red block, carries it to a blue tray and lets it go",
+        },
+    )
+    positions, opening = eased(UMI_WAYPOINTS)
+    cameras = np.stack([umi_camera(p) for p in positions])
+    write_scene(
+        "umi_cup",
+        [draw_umi_frame(p, g, f) for f, (p, g) in enumerate(zip(positions, opening, strict=True))],
+        UMI_FPS,
+        np.concatenate([trajectories.deltas_from_poses(cameras), opening[1:, None]], axis=1),
+        {
+            "domain_name": "umi",
+            "units": "translation: metres; rotation: 6-D (first two matrix columns); gripper: the fingers' opening "
+            "in metres; not yet normalised (UMI's quantile normalisation is applied before a call)",
+            "convention": "each row is the gripper camera's motion from one frame to the next, in the earlier "
+            "frame's OpenCV axes (x right, y down, z forward), then the opening at the later frame",
+            "scene": "a hand-held gripper, its camera looking down past the fingers, takes a green cup off a desk",
         },
     )
     print(f"wrote the action assets under {ASSETS}")

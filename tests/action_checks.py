@@ -13,27 +13,38 @@ from cookbook_tools import notebooks
 from helpers import action_settings, actions, assets, canvases, media
 
 ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR
+STEERING = ("straight", "left", "right")
+UMI_CHUNKS = 2  # the bundled UMI trajectory: 32 steps
 
 
 def expected(preset: str, chunks: int) -> tuple[dict[str, tuple[str, int]], dict[str, tuple[int, int]]]:
     """The videos a run writes (name -> (domain, frames)) and its action files (name -> shape)."""
     car = action_settings.settings_for("forward_dynamics", "av", preset)
     arm = action_settings.settings_for("forward_dynamics", "droid_lerobot", preset)
-    videos = {"quickstart": ("av", car.num_frames), "fd_av": ("av", car.num_frames), "fd_av_id": ("av", car.num_frames)}
-    for i in range(chunks):
-        videos |= {f"fd_droid_chunk{i}": ("droid_lerobot", arm.num_frames)}
-        videos |= {f"fd_droid_chunk{i}_id": ("droid_lerobot", arm.num_frames)}
+    umi = action_settings.settings_for("forward_dynamics", "umi", preset)
+    videos = {"quickstart": ("av", car.num_frames), "fd_av_left_id": ("av", car.num_frames)}
+    videos |= {f"fd_av_{turn}": ("av", car.num_frames) for turn in STEERING}
+    videos |= {f"fd_droid_chunk{i}": ("droid_lerobot", arm.num_frames) for i in range(chunks)}
     videos |= {"fd_droid_rollout": ("droid_lerobot", chunks * arm.chunk_size + 1), "id_av": ("av", car.num_frames)}
-    videos |= {"policy_droid_lerobot": ("droid_lerobot", arm.num_frames)}
+    videos |= {f"fd_umi_chunk{i}": ("umi", umi.num_frames) for i in range(UMI_CHUNKS)}
+    videos |= {"fd_umi_rollout": ("umi", UMI_CHUNKS * umi.chunk_size + 1)}
+    videos |= {name: ("droid_lerobot", arm.num_frames) for name in ("nvidia_request", "policy_droid_lerobot")}
     files = {
-        "fd_av_given": (car.chunk_size, car.action_width),
-        "fd_av_recovered": (car.chunk_size, car.action_width),
+        "fd_av_left_given": (car.chunk_size, car.action_width),
+        "fd_av_left_recovered": (car.chunk_size, car.action_width),
         "fd_droid_given": (chunks * arm.chunk_size, arm.action_width),
-        "fd_droid_recovered": (chunks * arm.chunk_size, arm.action_width),
+        "fd_umi_given": (UMI_CHUNKS * umi.chunk_size, umi.action_width),
         "id_av_predicted": (car.chunk_size, car.action_width),
         "policy_droid_actions": (arm.chunk_size, arm.action_width),
     }
     return videos, files
+
+
+def nvidia_request_size(backend: str, tier: int) -> tuple[int, int]:
+    """What NVIDIA's form of the request (the 640x540 stack at its own size) gives: vLLM-Omni makes the `size` sent,
+    rounded down to 16, at any tier; Diffusers fits the stack into the tier's canvas without upscaling and crops
+    the padding."""
+    return (640, 528) if backend == "vllm_omni" or tier == 480 else (304, 256)
 
 
 def check_action_run(run_dir: Path, preset: str, seed: int, chunks: int, quickstart_tier: int = 256) -> dict[str, Any]:
@@ -55,6 +66,9 @@ def check_action_run(run_dir: Path, preset: str, seed: int, chunks: int, quickst
             name,
             info,
         )
+        if name == "nvidia_request":
+            assert (info.width, info.height) == nvidia_request_size(manifest["backend"], tier), info
+            continue
         assert info.width <= canvas[0] and info.height <= canvas[1] and info.width % 16 == info.height % 16 == 0, info
         assert outputs[f"{name}.mp4"]["num_frames"] == frames
         if name != "quickstart" and "rollout" not in name:
@@ -69,12 +83,11 @@ def check_action_run(run_dir: Path, preset: str, seed: int, chunks: int, quickst
         )
         assert {f"{name}.npy", f"{name}.json"} <= set(outputs), f"{name} is not in the manifest"
     bundled = assets.assets_dir("action") / "trajectories"
-    np.testing.assert_array_equal(
-        actions.read(run_dir / "fd_av_given.npy")[0], actions.read(bundled / "av_drive.npy")[0]
-    )
-    arm_given = actions.read(bundled / "droid_pick.npy")[0][: files["fd_droid_given"][0]]
-    np.testing.assert_array_equal(actions.read(run_dir / "fd_droid_given.npy")[0], arm_given)
-    for plot in ("fd_av_plot", "fd_droid_plot", "id_av_plot", "policy_droid_plot"):
+    given_from = {"fd_av_left_given": "av_left", "fd_droid_given": "droid_pick", "fd_umi_given": "umi_cup"}
+    for given, bundle in given_from.items():
+        want = actions.read(bundled / f"{bundle}.npy")[0][: files[given][0]]
+        np.testing.assert_array_equal(actions.read(run_dir / f"{given}.npy")[0], want)
+    for plot in ("fd_av_plot", "fd_droid_plot", "fd_umi_plot", "id_av_plot", "policy_droid_plot"):
         info = media.probe(run_dir / f"{plot}.png")
         assert info.kind == "image" and info.width > 300 and outputs[f"{plot}.png"]["kind"] == "image"
     return manifest

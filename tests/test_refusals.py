@@ -67,7 +67,7 @@ CASES = [
     (AV_VLLM, {"GUARDRAILS": "yes"}, "GUARDRAILS='yes' is not allowed. Allowed values: 'auto', 'on', 'off'"),
     (AV_VLLM, {"SPEED": "warp"}, "SPEED='warp' is not allowed"),
     (TUNING, {"SPEED": "warp"}, "SPEED='warp' is not allowed"),
-    *((name, {"ROLLOUT_CHUNKS": 5}, "ROLLOUT_CHUNKS=5 must be 1 to 3") for name in (ACTION_DIFFUSERS, ACTION_VLLM)),
+    *((name, {"ROLLOUT_CHUNKS": 6}, "ROLLOUT_CHUNKS=6 must be 1 to 5") for name in (ACTION_DIFFUSERS, ACTION_VLLM)),
     *(
         (name, {"PRESET": "huge"}, "PRESET='huge' is not an action preset. Allowed: 'smoke', 'draft', 'default'")
         for name in (ACTION_DIFFUSERS, ACTION_VLLM)

@@ -74,7 +74,7 @@ def test_a_rollout_takes_whole_chunks() -> None:
         actions.chunks(np.zeros((50, 10)), 16)
 
 
-@pytest.mark.parametrize(("name", "domain"), [("av_drive", "av"), ("droid_pick", "droid_lerobot")])
+@pytest.mark.parametrize(("name", "domain"), [("av_drive", "av"), ("droid_pick", "droid_lerobot"), ("umi_cup", "umi")])
 def test_each_bundled_clip_is_rendered_from_its_trajectory(name: str, domain: str) -> None:
     folder = assets.assets_dir("action")
     deltas, about = actions.read(folder / "trajectories" / f"{name}.npy")
@@ -86,6 +86,26 @@ def test_each_bundled_clip_is_rendered_from_its_trajectory(name: str, domain: st
     np.testing.assert_array_equal(
         media.read_frames(folder / "images" / f"{name}_start.png")[0].shape, (clip.height, clip.width, 3)
     )
-    if domain == "droid_lerobot":  # every step within DROID's quantiles: normalising clips nothing
-        norm = actions.DROID_NORMALIZATION
+    if domain in actions.NORMALIZATIONS:  # every step within the embodiment's quantiles: normalising clips nothing
+        norm = actions.NORMALIZATIONS[domain]
         np.testing.assert_allclose(norm.denormalize(norm.normalize(deltas)), deltas, atol=1e-6)
+
+
+def test_the_three_drives_from_one_frame_go_straight_left_and_right() -> None:
+    folder = assets.assets_dir("action") / "trajectories"
+    ends = {}
+    for turn in ("straight", "left", "right"):
+        deltas, about = actions.read(folder / f"av_{turn}.npy")
+        assert deltas.shape == (60, 9) and about["domain_name"] == "av" and about["fps"] == 10
+        ends[turn] = trajectories.positions(deltas, translation_scale=1.35)[-1]  # metres, x right, z forward
+    assert abs(ends["straight"][0]) < 1e-6 and ends["straight"][2] == pytest.approx(48.0, abs=0.1)  # 6 s at 8 m/s
+    assert ends["left"][0] < -10 and ends["right"][0] > 10  # OpenCV axes: x is to the right
+    np.testing.assert_allclose(ends["left"] * [-1, 1, 1], ends["right"], atol=1e-6)  # mirror images
+
+
+def test_the_droid_clip_is_nvidias_three_camera_stack() -> None:
+    # The wrist camera on top at DROID's 640x360, the two exterior cameras halved below it: 640x540.
+    start = media.read_frames(assets.assets_dir("action") / "images" / "droid_pick_start.png")[0]
+    assert start.shape == (540, 640, 3)
+    left, right = start[360:, :320].astype(int), start[360:, 320:].astype(int)
+    assert np.abs(left - right).mean() > 5  # two cameras, not one view twice

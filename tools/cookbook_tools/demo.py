@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         if name in notebooks.PAIR:
             parameters["MODES"] = args.modes
         if name in notebooks.ACTION_PAIR:
-            parameters["ROLLOUT_CHUNKS"] = 1  # one chunk of the arm shows the rollout; the tour's default is three
+            parameters["ROLLOUT_CHUNKS"] = 1  # one chunk of the arm shows the rollout; the tour's default is five
         notebooks.execute(name, executed, parameters)
         run = notebooks.run_folder_from(executed)
         run_dirs.append(run)

@@ -13,6 +13,7 @@ from cookbook_tools import notebooks
 from helpers import action_settings, actions, assets, canvases, media
 
 ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR
+ROLLOUT_CHUNKS = 5  # the notebooks' default rollout of the arm, as NVIDIA's
 STEERING = ("straight", "left", "right")
 UMI_CHUNKS = 2  # the bundled UMI trajectory: 32 steps
 

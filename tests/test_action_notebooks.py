@@ -16,11 +16,10 @@ from cookbook_tools import notebooks
 
 from helpers import action_settings, actions, assets, media
 from helpers.assets import notebook_path
-from tests.action_checks import ACTION_DIFFUSERS, ACTION_VLLM, check_action_run
+from tests.action_checks import ACTION_DIFFUSERS, ACTION_VLLM, ROLLOUT_CHUNKS, check_action_run
 from tests.conftest import SERVER_KEY
 from tests.notebook_checks import SMOKE, mean_frame_difference, printed, sections
 
-CHUNKS = 5  # the notebooks' default rollout, as NVIDIA's
 
 pytestmark = pytest.mark.notebook
 
@@ -44,7 +43,7 @@ def test_parameters_are_the_twins_plus_the_servers() -> None:
 
 
 def test_diffusers_notebook_writes_every_video_action_file_and_plot(action_diffusers_run: Path) -> None:
-    manifest = check_action_run(notebooks.run_folder_from(action_diffusers_run), "smoke", 0, CHUNKS)
+    manifest = check_action_run(notebooks.run_folder_from(action_diffusers_run), "smoke", 0, ROLLOUT_CHUNKS)
     assert manifest["info"]["device"] == "cpu"
     output = printed(action_diffusers_run)
     # "When a call is wrong": the cookbook's own checks and diffusers' CosmosActionCondition, each naming the field.
@@ -55,7 +54,7 @@ def test_diffusers_notebook_writes_every_video_action_file_and_plot(action_diffu
 
 
 def test_vllm_notebook_against_the_real_server_writes_the_same_files(action_vllm_run: Path) -> None:
-    check_action_run(notebooks.run_folder_from(action_vllm_run), "smoke", 0, CHUNKS)
+    check_action_run(notebooks.run_folder_from(action_vllm_run), "smoke", 0, ROLLOUT_CHUNKS)
     output = printed(action_vllm_run)
     assert "HTTP 400: Part exceeded maximum size of 1024KB." in output  # the 20,000-step action field
     assert "HTTP 500: Unknown Cosmos3 action domain_name='tank'" in output  # the job failed; act raised its error
@@ -130,7 +129,7 @@ def test_the_two_notebooks_give_the_same_videos_and_actions(
     seed_effect = mean_frame_difference(_frames(ours, "fd_droid_chunk0"), other_seed["fd_droid_chunk0"])
     drift = [
         mean_frame_difference(_frames(ours, f"fd_droid_chunk{i}"), _frames(theirs, f"fd_droid_chunk{i}"))
-        for i in range(CHUNKS)
+        for i in range(ROLLOUT_CHUNKS)
     ]
     print(f"arm rollout, backends apart per chunk: {[round(d, 2) for d in drift]} (a seed: {seed_effect:.1f})")
     assert all(d < DRIFT_FRACTION * seed_effect for d in drift), (drift, seed_effect)

@@ -21,7 +21,7 @@ import pytest
 from cookbook_tools import notebooks
 
 from helpers import audiovisual_settings
-from tests.action_checks import check_action_run
+from tests.action_checks import ROLLOUT_CHUNKS, check_action_run
 from tests.notebook_checks import (
     QUICKSTART_PUBLISHED,
     QUICKSTART_TINY,
@@ -127,7 +127,7 @@ def _check_family_run(name: str, run_dir: Path, preset: str, size: str) -> dict:
     """An action or transfer run checked as on CPU, with its quickstart's literal numbers."""
     small = size == "tiny" and not name.endswith("run_with_diffusers.ipynb")
     if name in notebooks.ACTION_PAIR:
-        return check_action_run(run_dir, preset, SEED, 3, 256 if small else 480)
+        return check_action_run(run_dir, preset, SEED, ROLLOUT_CHUNKS, 256 if small else 480)
     return check_transfer_run(run_dir, preset, SEED, (320, 192, 9) if small else (832, 480, 121))
 
 

@@ -20,7 +20,6 @@ from tests.action_checks import ACTION_DIFFUSERS, ACTION_VLLM, ROLLOUT_CHUNKS, c
 from tests.conftest import SERVER_KEY
 from tests.notebook_checks import SMOKE, mean_frame_difference, printed, sections
 
-
 pytestmark = pytest.mark.notebook
 
 

@@ -116,7 +116,7 @@ def split(model: str) -> tuple[str, str | None]:
     return SHORT_NAMES.get(name.lower(), name), revision or None
 
 
-# The offline 4-step checkpoint (offline_checkpoints' `tiny-distilled`) takes the published ones' fixed schedule; it
+# The offline 4-step checkpoint (checkpoints' `tiny-distilled`) takes the published ones' fixed schedule; it
 # is one checkpoint of both, so it makes images and image-to-video.
 TINY_DISTILLED = Variant(
     "tiny-distilled",

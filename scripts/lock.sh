@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Regenerate the two pip constraint files scripts/setup.sh installs with, from PyPI, with a pinned uv:
-#   tools/locks/gpu.txt  torch 2.11.0 (its PyPI build is the CUDA 13.0 one) and the versions the GPU results in
+#   support/locks/gpu.txt  torch 2.11.0 (its PyPI build is the CUDA 13.0 one) and the versions the GPU results in
 #                        docs/performance.md were measured with; base install and every extra, FlashAttention-4 too
-#   tools/locks/cpu.txt  torch 2.13.0, whose CPU build setup.sh installs without a GPU; base, dev and benchmarks
+#   support/locks/cpu.txt  torch 2.13.0, whose CPU build setup.sh installs without a GPU; base, dev and benchmarks
 # Both are universal resolutions (Python >= 3.11, any platform): a package whose version differs between Python
 # versions gets one line per version with its marker. The CPU lock is resolved against PyPI's torch 2.13.0, whose
 # dependencies are the CPU build's plus CUDA's runtime (nvidia-*, cuda-*, triton); those are dropped from it, and
@@ -44,17 +44,17 @@ header() {  # header WHAT
 }
 
 printf '%s\n' "${gpu_pins[@]}" > "$work/gpu-pins.txt"
-compile tools/locks/gpu.txt "$work/gpu-pins.txt" --all-extras "$@"
+compile support/locks/gpu.txt "$work/gpu-pins.txt" --all-extras "$@"
 {
   header "With an NVIDIA GPU: torch 2.11.0 with CUDA 13.0 and the base install with every extra (scripts/setup.sh)."
   cat "$work/out.txt"
-} > tools/locks/gpu.txt
+} > support/locks/gpu.txt
 
 printf '%s\n' "${cpu_pins[@]}" > "$work/cpu-pins.txt"
-compile tools/locks/cpu.txt "$work/cpu-pins.txt" --extra dev --extra benchmarks "$@"
+compile support/locks/cpu.txt "$work/cpu-pins.txt" --extra dev --extra benchmarks "$@"
 {
   header "Without an NVIDIA GPU: torch 2.13.0, CPU build, and the base install with the dev and benchmarks extras."
   # NVIDIA's Python packages that are not CUDA's runtime stay: ModelOpt and its NVML binding.
   awk '!/^(nvidia-|cuda-|triton==)/ || /^nvidia-(modelopt|ml-py)==/' "$work/out.txt"
-} > tools/locks/cpu.txt
-for lock in tools/locks/gpu.txt tools/locks/cpu.txt; do echo "lock: wrote $lock, $(grep -vc '^#' "$lock") pins"; done
+} > support/locks/cpu.txt
+for lock in support/locks/gpu.txt support/locks/cpu.txt; do echo "lock: wrote $lock, $(grep -vc '^#' "$lock") pins"; done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv and install the cookbook (helpers + notebook runners + the dev tools) into it, every package at the
-# version pinned in tools/locks/: gpu.txt with an NVIDIA GPU, cpu.txt without one (scripts/lock.sh makes both).
+# version pinned in support/locks/: gpu.txt with an NVIDIA GPU, cpu.txt without one (scripts/lock.sh makes both).
 # Safe to run again: it only reinstalls when pyproject.toml, the lock or the torch choice change.
 #   COSMOS3_TORCH=cpu|cuda   choose the torch build instead of asking nvidia-smi (e.g. a GPU env on a build box)
 #   COSMOS3_TORCH_CPU_INDEX  where the CPU build of torch comes from (default: PyTorch's CPU index)
@@ -45,8 +45,8 @@ PY
 }
 
 choice=$(torch_choice)
-lock=tools/locks/gpu.txt
-[ "$choice" = cuda ] || lock=tools/locks/cpu.txt
+lock=support/locks/gpu.txt
+[ "$choice" = cuda ] || lock=support/locks/cpu.txt
 torch_version=$(sed -n 's/^torch==\([^ ;]*\).*/\1/p' "$lock")
 cpu_index=${COSMOS3_TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}
 

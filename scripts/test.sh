@@ -9,6 +9,6 @@ if [ "${1:-}" = --quick ]; then exec bash scripts/test_quick.sh "${@:2}"; fi
 bash scripts/setup.sh
 # The tests start the real vLLM-Omni server: its environment is made here, with progress, on first use.
 bash scripts/serve_vllm_omni.sh --install
-# Every test's time goes to a JUnit file: `python tools/benchmarks/test_file_times.py outputs/test-artifacts/junit.xml`
+# Every test's time goes to a JUnit file: `python support/benchmarks/test_file_times.py outputs/test-artifacts/junit.xml`
 # tables them per test file.
 exec .venv/bin/python -m pytest --junitxml=outputs/test-artifacts/junit.xml "$@"

@@ -2,7 +2,7 @@
 # GPU runner: every notebook on CUDA, by papermill and by nbmake, with the tiny checkpoint (smoke) and Cosmos 3 Nano's
 # architecture with random weights (MODEL=nano-random, draft, SPEED=fast), plus the FlashAttention-4 kernel test.
 # Needs a CUDA GPU with at least 40 GiB and about 32 GB of free disk for the nano-random checkpoint, and the cookbook
-# installed (scripts/setup.sh, which on a GPU machine installs tools/locks/gpu.txt with FlashAttention-4). Here a
+# installed (scripts/setup.sh, which on a GPU machine installs support/locks/gpu.txt with FlashAttention-4). Here a
 # test that cannot run fails instead of skipping. Writes outputs/gpu-runner/: junit.xml, results.jsonl (time and memory of each
 # notebook run) and the executed notebooks. Extra arguments go to pytest. PYTHON picks the interpreter.
 set -euo pipefail

@@ -20,7 +20,7 @@ from typing import Any
 from cookbook_tools.lessons import cell
 
 # What a reader who pastes a cell elsewhere does not have.
-COOKBOOK_PACKAGES = ("helpers", "offline_checkpoints", "local_server", "tuning", "generation_form", "cookbook_tools")
+COOKBOOK_PACKAGES = ("helpers", "checkpoints", "local_server", "tuning", "generation_form", "cookbook_tools")
 PRELUDE = f"""\
 import sys
 for _name in {COOKBOOK_PACKAGES!r}:

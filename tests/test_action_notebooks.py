@@ -80,10 +80,9 @@ def _seed_one(pipe: object, folder: Path, monkeypatch: pytest.MonkeyPatch) -> di
     """What the Diffusers notebook's own `act` makes with SEED=1 for the files the parity test reads, called here on
     the inputs the notebook gives it (the benchmark's task list, which the next test shows makes the notebook's
     files): videos written by the notebook's writer and decoded, actions as the notebook writes them."""
-    monkeypatch.syspath_prepend(str(notebook_path(ACTION_DIFFUSERS).parents[4] / "tools" / "benchmarks"))
+    monkeypatch.syspath_prepend(str(notebook_path(ACTION_DIFFUSERS).parents[4] / "support" / "benchmarks"))
     import action_tasks
     from cookbook_tools import lessons
-
     from tuning.pipelines import load_pipeline
 
     tasks = {name: rest for name, *rest in action_tasks.tasks("smoke")}
@@ -141,9 +140,9 @@ def test_the_two_notebooks_give_the_same_videos_and_actions(
 def test_the_benchmark_runs_the_notebooks_act_on_what_the_notebook_gives_it(
     action_diffusers_run: Path, tiny_pipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # tools/benchmarks/action_tasks.py times the notebook's own `act`, on its own task list: what it hands `act`
+    # support/benchmarks/action_tasks.py times the notebook's own `act`, on its own task list: what it hands `act`
     # must make the notebook's file for the same task.
-    monkeypatch.syspath_prepend(str(notebook_path(ACTION_DIFFUSERS).parents[4] / "tools" / "benchmarks"))
+    monkeypatch.syspath_prepend(str(notebook_path(ACTION_DIFFUSERS).parents[4] / "support" / "benchmarks"))
     import action_tasks
     from cookbook_tools import lessons
 
@@ -169,7 +168,8 @@ s = types.SimpleNamespace(
 
 @pytest.mark.slow
 def test_the_diffusers_lesson_cells_run_without_the_cookbook(tmp_path: Path, _isolated_cache: Path) -> None:
-    from offline_checkpoints import ensure_tiny_checkpoint
+    from checkpoints import ensure_tiny_checkpoint
+
     from tests.lesson_cells import run_outside_the_cookbook
 
     then = (

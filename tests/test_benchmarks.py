@@ -24,8 +24,8 @@ def _run(args: list[str]) -> None:
 def test_every_benchmark_script_imports() -> None:
     """The scripts that run only on a GPU (attention kernels, the first video, the HTTP overhead, ...) are not run
     here; importing each still catches a name that moved, as `cookbook_tools.pipelines` once did."""
-    scripts = sorted(p.stem for p in (REPO / "tools" / "benchmarks").glob("*.py"))
-    code = "import sys; sys.path.insert(0, 'tools/benchmarks'); " + "; ".join(f"import {name}" for name in scripts)
+    scripts = sorted(p.stem for p in (REPO / "support" / "benchmarks").glob("*.py"))
+    code = "import sys; sys.path.insert(0, 'support/benchmarks'); " + "; ".join(f"import {name}" for name in scripts)
     _run(["-c", code])
 
 
@@ -33,7 +33,7 @@ def test_gpu_benchmark_times_every_preset_and_a_memory_cap_in_one_process(tmp_pa
     out = tmp_path / "table.json"
     _run(
         [
-            "tools/benchmarks/gpu_benchmark.py",
+            "support/benchmarks/gpu_benchmark.py",
             "--arch",
             "tiny",
             "--device",
@@ -67,7 +67,7 @@ def test_gpu_benchmark_times_every_preset_and_a_memory_cap_in_one_process(tmp_pa
     assert all("psnr_db" in r for r in rows if r["preset"] != "baseline")  # each compared with the baseline
     assert rows[-1]["cap_gib"] == 24.0 and "text_tower_offload" in rows[-1]["speedups"]
     table = subprocess.run(
-        [sys.executable, "tools/benchmarks/gpu_benchmark.py", "--table", str(out)],
+        [sys.executable, "support/benchmarks/gpu_benchmark.py", "--table", str(out)],
         cwd=REPO,
         check=True,
         capture_output=True,
@@ -80,7 +80,7 @@ def test_cold_start_runs_each_speed_in_its_own_process_with_one_shared_cache(tmp
     out = tmp_path / "cold.json"
     _run(
         [
-            "tools/benchmarks/cold_start.py",
+            "support/benchmarks/cold_start.py",
             "--arch",
             "tiny",
             "--device",
@@ -103,7 +103,7 @@ def test_image_steps_reports_each_tiers_step_time(tmp_path: Path) -> None:
     out = tmp_path / "steps.json"
     _run(
         [
-            "tools/benchmarks/image_steps.py",
+            "support/benchmarks/image_steps.py",
             "--arch",
             "tiny",
             "--device",

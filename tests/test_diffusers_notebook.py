@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import checkpoints
 import papermill
 import pytest
 from cookbook_tools import notebooks
 
-import offline_checkpoints
 from helpers.assets import notebook_path
 from tests.notebook_checks import ALL_MODES, check_run, error_outputs, printed, run_nbmake
 
@@ -47,7 +47,7 @@ def test_parameters_used_by_tests_and_docs_exist_in_the_notebook():
 
 def test_a_first_run_all_is_cheap_a_draft_of_three_modes_on_one_gpu():
     # The whole tour is one parameter away (MODES="all"); the defaults finish in minutes on one GPU (measured by
-    # tools/benchmarks/first_run_all.py on one H200: tools/benchmarks/results/first_run_all_h200.json).
+    # support/benchmarks/first_run_all.py on one H200: support/benchmarks/results/first_run_all_h200.json).
     inspected = papermill.inspect_notebook(str(notebook_path(NAME)))
     assert (inspected["PRESET"]["default"], inspected["MODES"]["default"]) == ('"draft"', '"t2v,i2v,t2v_sound"')
     assert inspected["SPEED"]["default"] == '"none"' and inspected["COMPARE"]["default"] == '""'
@@ -71,7 +71,7 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(audio
     # Looking inside the denoising: the estimate after the first step and after the last (smoke: 2 steps).
     assert notebooks.run_info(executed)["estimate_steps"] == ["step 1", "step 2"]
     # The 4-step section ran the distilled pipeline on the checkpoint's own noise levels, not a scheduler of ours.
-    sigmas = offline_checkpoints.published()["variants"]["distilled"]["modular"]["distilled_sigmas"]
+    sigmas = checkpoints.published()["variants"]["distilled"]["modular"]["distilled_sigmas"]
     assert f"tiny-distilled: FlowMatchEulerDiscreteScheduler at {sigmas}" in printed(executed)
 
 
@@ -132,8 +132,9 @@ print("RESULT " + json.dumps({"video": list(out.video.shape), "sound": list(out.
 
 @pytest.mark.slow
 def test_the_quickstart_and_the_call_run_pasted_into_a_python_file_without_the_cookbook(tmp_path, _isolated_cache):
+    from checkpoints import ensure_tiny_checkpoint
+
     from helpers import media
-    from offline_checkpoints import ensure_tiny_checkpoint
     from tests.lesson_cells import run_outside_the_cookbook
 
     variables = {

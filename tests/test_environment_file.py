@@ -1,4 +1,4 @@
-"""The locks in tools/locks/ are what pip installs, the conda files install them, pyproject.toml's ranges admit them,
+"""The locks in support/locks/ are what pip installs, the conda files install them, pyproject.toml's ranges admit them,
 and scripts/setup.sh picks the right one."""
 
 import functools
@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 REPO = Path(__file__).resolve().parent.parent
-LOCKS = REPO / "tools" / "locks"
+LOCKS = REPO / "support" / "locks"
 CUDA_RUNTIME = ("nvidia-", "cuda-", "triton")
 # NVIDIA packages that are not CUDA's runtime: ModelOpt (the FP8 revisions' format) and its NVML binding.
 NOT_RUNTIME = {"nvidia-modelopt", "nvidia-ml-py"}
@@ -120,7 +120,7 @@ def test_an_environment_file_installs_the_package_with_its_lock(env_file, lock):
     assert python == f"python={_project()['requires-python'].removeprefix('>=')}"
     lines = _pip_lines(env_file)
     constraints = [line.split()[1] for line in lines if line.startswith("-c ")]
-    assert constraints == [f"tools/locks/{lock}"] and (REPO / constraints[0]).is_file()
+    assert constraints == [f"support/locks/{lock}"] and (REPO / constraints[0]).is_file()
     assert "-e .[dev]" in lines
     # No second list of packages: everything comes from pyproject.toml at the lock's versions.
     assert all(line.startswith("-") for line in lines)
@@ -216,7 +216,7 @@ def test_setup_picks_the_torch_build_from_nvidia_smi_unless_told(tmp_path, nvidi
     plan = _fields(_plan(tmp_path, nvidia_smi_exit, **env))
     lock = {"cpu": "cpu.txt", "cuda": "gpu.txt"}[choice]
     assert plan["torch"] == choice
-    assert plan["lock"] == f"tools/locks/{lock}"
+    assert plan["lock"] == f"support/locks/{lock}"
     assert Version(plan["version"]) == _lock(lock)["torch"]
 
 

@@ -1,7 +1,7 @@
 """FlashAttention-4 as one pipeline's attention kernel, on CPU: where the kernel is refused, how the pipeline's
 attention calls are routed to it, that nothing shared by other pipelines changes, and that the routed pipeline gives
 the same output. The kernel itself needs a Hopper/Blackwell GPU: tests/test_gpu.py compares it with PyTorch's
-attention there, and tools/benchmarks/attention_kernels.py times it."""
+attention there, and support/benchmarks/attention_kernels.py times it."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from diffusers.models.attention_dispatch import (
     _AttentionBackendRegistry,
     dispatch_attention_fn,
 )
-
-from helpers import audiovisual_settings
 from tuning import flash_attention, pipelines, speed
 from tuning.pipelines import load_pipeline
+
+from helpers import audiovisual_settings
 
 
 def test_cpu_is_refused_with_a_reason():

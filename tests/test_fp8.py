@@ -1,16 +1,16 @@
 """The tuning package's FP8 switches (`fp8_linears`, `fp8_attention`). On a CPU: which layers they take, the
 per-head quantisation the attention kernel is given, their refusals and skips. On a Hopper GPU (skipped elsewhere):
 the FP8 kernels against bf16 on random data. Their speed and their effect on a whole video are
-tools/benchmarks/fp8_benchmark.py's, measured on one H200."""
+support/benchmarks/fp8_benchmark.py's, measured on one H200."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-
-from helpers.errors import InvalidSettingError
 from tuning import fp8, pipelines, speed
 from tuning.pipelines import load_pipeline
+
+from helpers.errors import InvalidSettingError
 
 hopper = pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9, reason="needs a Hopper GPU"

@@ -6,12 +6,12 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import checkpoints
 import pytest
-
-import offline_checkpoints
-from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
+from checkpoints import loading
 from local_server import serve
-from offline_checkpoints import loading
+
+from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
 
 
 def test_unreachable_hub_id_says_how_to_download_and_authenticate(monkeypatch):
@@ -85,7 +85,7 @@ def _cached_snapshot(hf_home: Path, repo_id: str, folder: Path) -> Path:
 def test_a_hub_id_resolves_through_the_hugging_face_cache(monkeypatch, tmp_path):
     import huggingface_hub.constants
 
-    snapshot = _cached_snapshot(tmp_path, "acme/cosmos3-test", offline_checkpoints.ensure_tiny_checkpoint())
+    snapshot = _cached_snapshot(tmp_path, "acme/cosmos3-test", checkpoints.ensure_tiny_checkpoint())
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     checkpoint = loading.resolve("acme/cosmos3-test", guardrails="off", device="cpu")
@@ -208,7 +208,7 @@ def test_a_distilled_folder_goes_to_distilled_model_by_what_its_files_name(tmp_p
     so it is refused with the parameter that takes it; as DISTILLED_MODEL it resolves."""
     with pytest.raises(InvalidSettingError, match="distilled.*Cosmos3DistilledModularPipeline.*DISTILLED_MODEL="):
         loading.resolve("tiny-distilled", device="cpu")
-    folder = shutil.copytree(offline_checkpoints.ensure_tiny_checkpoint(variant="tiny-distilled"), tmp_path / "super")
+    folder = shutil.copytree(checkpoints.ensure_tiny_checkpoint(variant="tiny-distilled"), tmp_path / "super")
     with pytest.raises(InvalidSettingError, match="its folder names Cosmos3DistilledModularPipeline"):
         loading.resolve(str(folder), guardrails="off", device="cpu")
     assert loading.resolve(str(folder), device="cpu", guardrails="off", parameter="DISTILLED_MODEL").path == str(folder)
@@ -243,8 +243,8 @@ def test_tiny_fp8_is_the_published_fp8_format_and_loads_as_diffusers_loads_it():
     folder = Path(checkpoint.path)
     assert checkpoint.fp8 and (folder / "transformer" / "modelopt_state.pth").is_file()
     config = json.loads((folder / "transformer" / "config.json").read_text())
-    assert config["quantization_config"] == offline_checkpoints.published()["fp8"]["quantization_config"]
-    offline_checkpoints.fp8.enable_loading()
+    assert config["quantization_config"] == checkpoints.published()["fp8"]["quantization_config"]
+    checkpoints.fp8.enable_loading()
     fp8 = Cosmos3OmniPipeline.from_pretrained(checkpoint.path, dtype=torch.float32, enable_safety_checker=False)
     quantized = [n for n, m in fp8.transformer.named_modules() if mixed_precision._is_modelopt_fp8_linear(m)]
     assert quantized and all(n.startswith("layers.") for n in quantized)

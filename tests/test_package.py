@@ -14,8 +14,8 @@ from tests.source_imports import imported_modules
 REPO = Path(__file__).resolve().parent.parent
 # Every importable module of the project's packages; `tuning.several_gpus.__main__` runs a rank of a parallel run, by
 # design. `helpers` is what the lessons import; the others are infrastructure, named for what they do.
-PACKAGES = ("helpers", "offline_checkpoints", "local_server", "tuning", "generation_form", "cookbook_tools")
-INFRASTRUCTURE = ("offline_checkpoints", "local_server", "tuning", "generation_form")
+PACKAGES = ("helpers", "checkpoints", "local_server", "tuning", "generation_form", "cookbook_tools")
+INFRASTRUCTURE = ("checkpoints", "local_server", "tuning", "generation_form")
 
 
 def test_import_helpers_resolves_to_this_repository():
@@ -136,7 +136,7 @@ def test_only_the_tuning_notebook_and_tuning_itself_import_tuning():
     package they import."""
     wrong = [
         f"{module} imports {imported}"
-        for package in ("helpers", "offline_checkpoints", "local_server", "generation_form")
+        for package in ("helpers", "checkpoints", "local_server", "generation_form")
         for module, imports in _modules(package).items()
         for imported in imports
         if imported.split(".")[0] == "tuning"

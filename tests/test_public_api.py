@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.source_imports import imported_modules
 
 REPO = Path(__file__).resolve().parent.parent
-PROJECT_PACKAGES = ("helpers", "offline_checkpoints", "local_server", "generation_form", "tuning")
+PROJECT_PACKAGES = ("helpers", "checkpoints", "local_server", "generation_form", "tuning")
 LIBRARIES = ("diffusers", "transformers", "vllm", "vllm_omni")
 MAIN_NOTEBOOKS = sorted((REPO / "cookbooks").rglob("run_with_*.ipynb"))
 

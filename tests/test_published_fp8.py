@@ -1,4 +1,4 @@
-"""The published FP8 schedule (`offline_checkpoints/published.json`, section `fp8`) is the one the pinned diffusers
+"""The published FP8 schedule (`support/checkpoints/published.json`, section `fp8`) is the one the pinned diffusers
 applies to an `@fp8` checkpoint: weight-only FP8 (W8A16) for the first and last three denoising steps, FP8 matrix
 products (W8A8) between them, the text tower always W8A16. A diffusers upgrade that changes it fails here."""
 
@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import checkpoints
 from diffusers.pipelines.cosmos import mixed_precision
 
-import offline_checkpoints
-
-PUBLISHED = offline_checkpoints.published()["fp8"]["quantization_config"]
+PUBLISHED = checkpoints.published()["fp8"]["quantization_config"]
 
 
 def _steps(num_steps: int, quantization_config: dict[str, Any] = PUBLISHED, **call: Any) -> list[str]:

@@ -13,15 +13,15 @@ import zipfile
 from importlib.resources import files
 from pathlib import Path
 
+import checkpoints as tiny_checkpoint
 import numpy as np
 import pytest
 import torch
 from transformers import AutoTokenizer
+from tuning import pipelines
 
-import offline_checkpoints as tiny_checkpoint
 from helpers import audiovisual_settings, diffusers_pipe, prompts
 from helpers.errors import SoundNotSupportedError
-from tuning import pipelines
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -326,7 +326,7 @@ def test_qwen_tokenizer_is_exact_and_offline(qwen):
 
 
 def test_qwen_vocabulary_is_the_licensed_file_it_names():
-    packaged = files("offline_checkpoints")
+    packaged = files("checkpoints")
     text = lzma.decompress((packaged / tiny_checkpoint.QWEN_VOCAB_FILE).read_bytes())
     assert hashlib.sha256(text).hexdigest() == QWEN_VOCAB_SHA256
     ranks = tiny_checkpoint.qwen_bpe_ranks()
@@ -342,15 +342,14 @@ def test_the_wheel_carries_the_vocabulary_and_its_licence(tmp_path):
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    for package in ("helpers", "offline_checkpoints", "local_server", "tuning", "generation_form"):
-        shutil.copytree(REPO / package, source / package, ignore=skip)
-    shutil.copytree(REPO / "tools" / "cookbook_tools", source / "tools" / "cookbook_tools", ignore=skip)
+    for folder in ("helpers", "support"):
+        shutil.copytree(REPO / folder, source / folder, ignore=skip)
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
     subprocess.run([*command, "-w", str(tmp_path / "wheel"), str(source)], check=True)
     (wheel,) = (tmp_path / "wheel").glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in ("published.json", tiny_checkpoint.QWEN_VOCAB_FILE, "VOCAB_LICENSE"):
-        assert f"offline_checkpoints/{name}" in names
+        assert f"checkpoints/{name}" in names
 
 
 def test_sound_on_a_checkpoint_without_sound_fails_before_generating(tmp_path):

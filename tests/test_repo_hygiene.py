@@ -90,4 +90,4 @@ def test_a_notebook_opens_short_and_links_no_measurement_files(path):
     opening = " ".join("".join(c["source"]) for c in cells[:first_code] if c["cell_type"] == "markdown")
     assert len(re.findall(r"[A-Za-z0-9_`'-]+", opening)) <= 300
     assert "scripts/demo.sh" in opening and "Workshops" in opening
-    assert not [c for c in cells if "tools/benchmarks/results" in "".join(c["source"])]
+    assert not [c for c in cells if "support/benchmarks/results" in "".join(c["source"])]

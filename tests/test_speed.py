@@ -1,6 +1,6 @@
 """The speed switches on the tiny checkpoint (CPU): names, idempotence, order, and exactness of the exact switches.
 
-Speed itself is measured by tools/benchmarks/gpu_benchmark.py on a GPU, never by a timed test.
+Speed itself is measured by support/benchmarks/gpu_benchmark.py on a GPU, never by a timed test.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import os
 
 import numpy as np
 import pytest
+from tuning import pipelines, speed
+from tuning.pipelines import load_pipeline
 
 from helpers import audiovisual_settings, prompts, speeds
 from helpers.errors import InvalidSettingError
-from tuning import pipelines, speed
-from tuning.pipelines import load_pipeline
 
 
 def _fresh_pipe():

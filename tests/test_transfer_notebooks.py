@@ -109,9 +109,9 @@ def test_the_two_notebooks_give_the_same_videos_for_one_control(
 def test_the_benchmark_runs_the_notebooks_transfer_on_the_notebooks_pipeline(
     transfer_diffusers_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # tools/benchmarks/transfer_tasks.py times the notebook's own `transfer` on the pipeline it loads and schedules:
+    # support/benchmarks/transfer_tasks.py times the notebook's own `transfer` on the pipeline it loads and schedules:
     # with the notebook's depth control and smoke settings, that must make the notebook's file.
-    monkeypatch.syspath_prepend(str(notebook_path(TRANSFER_DIFFUSERS).parents[4] / "tools" / "benchmarks"))
+    monkeypatch.syspath_prepend(str(notebook_path(TRANSFER_DIFFUSERS).parents[4] / "support" / "benchmarks"))
     import transfer_tasks
     from cookbook_tools import lessons
 
@@ -181,7 +181,7 @@ def _check_quickstart_file(path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_diffusers_lesson_cells_run_outside_the_cookbook(tmp_path: Path, _isolated_cache: Path) -> None:
-    from offline_checkpoints import ensure_tiny_checkpoint
+    from checkpoints import ensure_tiny_checkpoint
 
     _write_street_edges(tmp_path)
     variables = {"MODEL": str(ensure_tiny_checkpoint()), "DEVICE": "cpu", "SAFETY_CHECKER": False}

@@ -72,7 +72,7 @@ def test_the_twins_mirror_each_other_section_by_section() -> None:
 def test_papermill_run_against_the_real_server_writes_every_mode_and_every_file_is_what_the_settings_ask(
     vllm_run: tuple[Path, dict],
 ) -> None:
-    # The wall time is measured by tools/benchmarks/notebook_wall_time.py, not asserted here.
+    # The wall time is measured by support/benchmarks/notebook_wall_time.py, not asserted here.
     check_run(vllm_run[0], ALL_MODES, "smoke", 0, compared=("smoke",), four_step="tiny-distilled")
     samples, rate = media.read_audio(vllm_run[0] / "t2v_sound.wav")
     assert rate == 48000 and samples.shape == (2, round(17 / 24 * 48000))

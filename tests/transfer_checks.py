@@ -71,7 +71,7 @@ def check_transfer_run(run_dir: Path, preset: str, seed: int, quickstart: tuple[
     canny = np.stack([cv2.Canny(np.asarray(f), 100, 200) for f in _fitted_source(size, s.num_frames)])
     # Each preview is the exact pictures through H.264, so it differs from them by the encoder's error alone: measured
     # 0.55 levels for the edges, 0.75 for the depth and 2.5 for the segmentation (PyAV 18.1.0's libx264, OpenCV
-    # 5.1.0's Canny, both pinned in tools/locks/). The bounds leave room for another build of the encoder; a preview
+    # 5.1.0's Canny, both pinned in support/locks/). The bounds leave room for another build of the encoder; a preview
     # 20 levels brighter or turned upside down is far outside them.
     edge = media.read_frames(run_dir / "edge_control.mp4")
     assert _level_difference(edge[..., 0], canny) < 3, "the edge preview is not the source's Canny edges"

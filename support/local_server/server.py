@@ -1,0 +1,360 @@
+"""Where the vLLM-Omni notebook sends its requests: a server at `BASE_URL`, or the real vLLM-Omni server it starts.
+
+`BASE_URL="auto"` means `$OMNI_BASE_URL` when it is set, else a `vllm serve MODEL --omni` started in the background
+on 127.0.0.1 the way `bash scripts/serve_vllm_omni.sh` starts it (`local_server.serve`), which the
+notebook's last cell stops again. Start-up is shown as it goes; a server that exits, before it is ready or later
+while a request waits, is reported with its exit status, the end of its log, the command and the likely fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import checkpoints
+import httpx
+from tqdm.auto import tqdm
+
+from helpers.audiovisual_settings import check_guardrails
+from helpers.errors import CookbookError, InvalidSettingError
+from local_server import serve
+from local_server.omni_http import EXPLAIN_ERROR, OmniAPIError, wait_for_server
+from local_server.recipes import speed_flags
+
+BASE_URL_ENV = "OMNI_BASE_URL"
+API_KEY_ENV = "OMNI_API_KEY"
+# The variable vLLM reads its API key from: a key on the command line would show in `ps`.
+SERVER_KEY_ENV = "VLLM_API_KEY"
+READY_LINE = "Application startup complete."
+# What the log says while the server comes up, and what the progress bar shows for it.
+PHASES = (
+    (serve.PREFIX + " creating", "installing the server environment (first use only: about 5 minutes)"),
+    ("Delegating entrypoint handling to vllm-omni", "starting vLLM-Omni"),
+    ("Loading weights", "loading the checkpoint"),
+    ("dummy run to warm up", "a first generation to warm up"),
+    ("Starting vLLM API server", "opening the HTTP server"),
+)
+# Log lines that name a cause, and what to do about it.
+FIXES = (
+    (serve.PREFIX + " error:", None),  # the serve module's own message says what to do
+    ("Address already in use", "the port is taken: pass another port, or stop what listens there"),
+    (
+        "No module named",
+        "the server environment is missing a package: delete it (~/.cache/cosmos3-cookbook/vllm-omni-*, or "
+        f"${serve.ENV_VAR}) and start again, and it is reinstalled",
+    ),
+    ("Repository Not Found", "MODEL is not a Hugging Face repository this machine may read: check the id and access"),
+    ("not a valid model identifier", "MODEL is neither a checkpoint folder nor a Hugging Face id: check it"),
+    ("OutOfMemoryError", "the model does not fit: use a smaller checkpoint or SPEED='low_vram'"),
+)
+
+
+class ServerStartError(CookbookError):
+    """The local server exited or did not become ready; the message carries the end of its log and the fix."""
+
+
+class ServerExitedError(CookbookError):
+    """The local server exited while a request was waiting for it."""
+
+
+class ServerFailedError(OmniAPIError):
+    """The local server answered a request with an error of its own (5xx); the message adds the end of its log."""
+
+    def __init__(self, answer: OmniAPIError, diagnosis: str):
+        super().__init__(answer.status, answer.message, answer.param, answer.body)
+        self.diagnosis = diagnosis
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\nThe local vLLM-Omni server failed on this request.\n{self.diagnosis}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class LocalServer:
+    """A `vllm serve ... --omni` child process with its log in a file; a context manager, or call `stop()`."""
+
+    process: subprocess.Popen[bytes]
+    base_url: str
+    log_path: Path
+    command: list[str]
+    api_key: str | None = None
+    scratch: Path | None = None  # a temporary folder this launcher made (log, storage), removed by `stop`
+    stopping: bool = field(default=False, init=False)
+
+    @classmethod
+    def start(
+        cls,
+        model: str,
+        *,
+        port: int | None = None,
+        api_key: str | None = None,
+        flags: tuple[str, ...] | list[str] = (),
+        device: str = "auto",
+        log_path: str | os.PathLike[str] | None = None,
+        timeout_s: float = 1800.0,
+        progress: bool = True,
+    ) -> LocalServer:
+        """Start the server on 127.0.0.1 and return once `/health` answers 200 and `/v1/models` lists the model.
+
+        `timeout_s` covers a first use's install as well as the start-up itself (vLLM-Omni's recipes give real
+        weights 1800 s). `device="cpu"` serves on the CPU even where a GPU is."""
+        if device not in ("auto", "cpu", "cuda"):
+            raise InvalidSettingError(f"DEVICE={device!r} is not allowed for a local server. Allowed: auto, cpu, cuda.")
+        if device == "auto":
+            serve.refuse_a_hub_id_without_a_gpu(model, serve.has_nvidia_gpu())  # before a server starts to download
+        port = port or free_port()
+        command = [sys.executable, "-m", serve.__name__, model, "--port", str(port), *flags]
+        scratch = None if log_path else Path(tempfile.mkdtemp(prefix="omni-server-"))
+        log_file = Path(log_path) if log_path else scratch / "server.log"  # type: ignore[operator]
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.pop(SERVER_KEY_ENV, None)
+        if api_key:
+            env[SERVER_KEY_ENV] = api_key
+        if device != "auto":
+            env[serve.DEVICE_ENV] = device
+        if scratch is not None and "VLLM_OMNI_SERVER_STORAGE__PATH" not in env:
+            env["VLLM_OMNI_SERVER_STORAGE__PATH"] = str(scratch / "storage")
+        with open(log_file, "wb") as out:
+            # A session of its own: stopping the server reaches the engine processes vLLM starts, too.
+            process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=serve.REPOSITORY, start_new_session=True
+            )
+        server = cls(process, f"http://127.0.0.1:{port}", log_file, command, api_key, scratch)
+        try:
+            server.wait_ready(timeout_s, progress)
+        except BaseException:
+            server.stop(keep_log=True)  # the error names the log: it stays for the reader
+            raise
+        return server
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.is_file() else ""
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(strip_colours(self.log_text()).splitlines()[-lines:])
+
+    def diagnosis(self) -> str:
+        """The end of the log, the command, and the fix the log points to."""
+        log = strip_colours(self.log_text())
+        fix = "the lines above say why"
+        for marker, advice in FIXES:
+            line = next((line for line in log.splitlines() if marker in line), None)
+            if line is not None:
+                fix = advice or line.split(marker, 1)[1].strip()
+                break
+        return (
+            f"Last lines of its log ({self.log_path}):\n{self.log_tail()}\n\n"
+            f"Command: {' '.join(self.command)}\nFix: {fix}."
+        )
+
+    def wait_ready(self, timeout_s: float, progress: bool = True) -> None:
+        deadline = time.monotonic() + timeout_s
+        phase = "starting"
+        with tqdm(desc="vLLM-Omni server", bar_format="{desc}: {postfix} [{elapsed}]", disable=not progress) as bar:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise ServerStartError(
+                        f"The vLLM-Omni server exited with status {self.process.returncode} before it was ready.\n"
+                        + self.diagnosis()
+                    )
+                log = self.log_text()
+                phase = next((label for marker, label in reversed(PHASES) if marker in log), phase)
+                bar.set_postfix_str(phase, refresh=False)
+                bar.update(0)
+                if READY_LINE in log:
+                    bar.set_postfix_str("ready")
+                    wait_for_server(
+                        self.base_url, deadline_s=max(1.0, deadline - time.monotonic()), api_key=self.api_key
+                    )
+                    return
+                time.sleep(0.5)
+        raise ServerStartError(
+            f"The vLLM-Omni server was not ready within {timeout_s:.0f} s (last: {phase}).\n" + self.diagnosis()
+        )
+
+    def raise_if_exited(self, grace_s: float = 2.0) -> None:
+        """Raise `ServerExitedError` with the exit status if the server has gone (and was not stopped here).
+
+        Called when a connection broke: the socket closes as the process dies, a moment before its exit status
+        can be read, so the status gets `grace_s` to appear."""
+        if self.stopping:
+            return
+        try:
+            self.process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            return  # still running: the connection broke for another reason
+        raise ServerExitedError(
+            f"The local vLLM-Omni server exited with status {self.process.returncode} while this request "
+            f"waited for it.\n{self.diagnosis()}"
+        )
+
+    def explain(self, answer: OmniAPIError) -> OmniAPIError:
+        """What the reader is told of an error answer: a 4xx is about the request and stays as the server wrote it;
+        a 5xx is the server's own failure, so it gets the end of the log, and if the server died right after
+        answering, its exit status."""
+        if answer.status is None or answer.status < 500 or self.stopping:
+            return answer
+        if self.process.poll() is not None:
+            return ServerExitedError(
+                f"The local vLLM-Omni server answered {answer} and exited with status {self.process.returncode}.\n"
+                + self.diagnosis()
+            )
+        return ServerFailedError(answer, self.diagnosis())
+
+    def stop(self, timeout_s: float = 20.0, keep_log: bool = False) -> int | None:
+        """Ask the server to exit (SIGTERM to its process group), kill it if it does not, and remove the folder
+        this launcher made (all but the log with `keep_log`)."""
+        self.stopping = True
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, 15)
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
+                self.process.wait(timeout_s)
+            except ProcessLookupError:
+                pass
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch / "storage" if keep_log else self.scratch, ignore_errors=True)
+        return self.process.returncode
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def strip_colours(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+@contextlib.contextmanager
+def _saying_if_exited(server: LocalServer) -> Iterator[None]:
+    """A connection lost to a local server that has exited raises `ServerExitedError` with its status and log."""
+    try:
+        yield
+    except httpx.TimeoutException:
+        raise  # the server is slow, not gone
+    except httpx.TransportError:
+        server.raise_if_exited()
+        raise
+
+
+def _explainable(response: httpx.Response, server: LocalServer) -> httpx.Response:
+    """Let the client turn the server's own 5xx into an error with the end of its log (`LocalServer.explain`)."""
+    response.extensions = {**response.extensions, EXPLAIN_ERROR: server.explain}
+    return response
+
+
+class _Watched(httpx.HTTPTransport):
+    """httpx's transport, watching a local server: see `_saying_if_exited` and `_explainable`."""
+
+    def __init__(self, server: LocalServer) -> None:
+        super().__init__()
+        self._server = server
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        with _saying_if_exited(self._server):
+            response = super().handle_request(request)
+        return _explainable(response, self._server)
+
+
+class _AsyncWatched(httpx.AsyncHTTPTransport):
+    """httpx's asynchronous transport, watching a local server as `_Watched` does."""
+
+    def __init__(self, server: LocalServer) -> None:
+        super().__init__()
+        self._server = server
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        with _saying_if_exited(self._server):
+            response = await super().handle_async_request(request)
+        return _explainable(response, self._server)
+
+
+@dataclass
+class Endpoint:
+    """Where the notebook sends requests, and the local server it started (None for an external one)."""
+
+    base_url: str
+    api_key: str | None
+    server: LocalServer | None
+
+    def describe(self) -> str:
+        return "a vLLM-Omni server started by this notebook" if self.server else "an external server"
+
+    def transport(self) -> httpx.BaseTransport | None:
+        """For `httpx.Client(transport=...)`: reports a local server's exit status if it dies mid-request."""
+        return _Watched(self.server) if self.server else None
+
+    def async_transport(self) -> httpx.AsyncBaseTransport | None:
+        return _AsyncWatched(self.server) if self.server else None
+
+    def explain_lost_connections_in(self, shell: Any) -> None:
+        """In IPython (`shell` is `get_ipython()`), a lesson cell's own plain httpx request that loses a local server
+        shows, under its traceback, the server's exit status and the end of its log, as the watched transport's
+        clients do. Nothing changes for an external server or outside IPython."""
+        if self.server is None or shell is None:
+            return
+        server = self.server
+
+        def say_if_exited(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> None:
+            shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+            try:
+                server.raise_if_exited()
+            except ServerExitedError as exited:
+                print(exited, file=sys.stderr)
+
+        shell.set_custom_exc((httpx.TransportError,), say_if_exited)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def server_flags(model: str, guardrails: str, speed: str) -> list[str]:
+    """`vllm serve` flags for a server this notebook starts: SPEED's, and `--no-guardrails` where they are off
+    (GUARDRAILS="off", or "auto" on the random-weight checkpoints, which have nothing to guard)."""
+    random_weights = model in checkpoints.TINY_VARIANTS or model in checkpoints.NANO_VARIANTS
+    off = guardrails == "off" or (guardrails == "auto" and random_weights)
+    return [*speed_flags(speed), *(["--no-guardrails"] if off else [])]
+
+
+def endpoint(
+    base_url: str,
+    *,
+    model: str,
+    api_key: str = "",
+    device: str = "auto",
+    guardrails: str = "auto",
+    speed: str = "none",
+    progress: bool = True,
+) -> Endpoint:
+    """`base_url="auto"`: $OMNI_BASE_URL when set, else a local server on `model`; anything else is used as is."""
+    check_guardrails(guardrails)  # before any server starts
+    flags = server_flags(model, guardrails, speed)
+    key = api_key or os.environ.get(API_KEY_ENV) or None
+    if base_url != "auto":
+        return Endpoint(base_url.rstrip("/"), key, None)
+    if os.environ.get(BASE_URL_ENV):
+        return Endpoint(os.environ[BASE_URL_ENV].rstrip("/"), key, None)
+    server = LocalServer.start(model, api_key=key, flags=flags, device=device, progress=progress)
+    return Endpoint(server.base_url, key, server)

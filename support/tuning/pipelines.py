@@ -1,0 +1,344 @@
+"""Cosmos 3 pipelines for code without a notebook: the generation form, the local server, benchmarks and tests.
+
+`load_pipeline` is the Diffusers notebooks' load cells in one call, `generate` their `pipe(...)` call (the same call,
+so every route gives the same frames for the same settings and seed: tests/test_vllm_notebook.py compares the two
+notebooks' files), and `apply` turns the speed and memory switches of `tuning.speed` on by name, as
+make_it_fast_with_diffusers.ipynb's cells do one by one. Applying the same names again does nothing; `applied` and
+`skipped` say what is on and what this machine cannot run (`cuda_graphs` is skipped off CUDA, `flash_attention`
+where FlashAttention-4 cannot run and `fp8_attention` off Hopper, and PyTorch's attention stays; `fp8_linears` where
+FP8 matrix products cannot run, and bf16 stays).
+
+| switch | what it does | output |
+|---|---|---|
+| `fp8_storage` | transformer weights stored in float8, computed in the model dtype (layerwise casting) | changes |
+| `text_tower_offload` | the text tower's weights in CPU memory, copied to the GPU for each call (step 0 only) | same |
+| `fp8_linears` | the generation pathway's matrix products in FP8 (torchao, per-row scales; compiled) | changes |
+| `compile` | `compile_repeated_blocks(fullgraph=True)`; with `text_kv_cache`, its per-step half | same up to noise |
+| `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
+| `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
+| `first_frame_2d` | the VAE's convolutions in 2-D for a clip's first frame (all of an image) | same up to noise |
+| `flash_attention` | FlashAttention-4 on Hopper/Blackwell GPUs (`with_diffusers.flash_attention`) | same up to noise |
+| `fp8_attention` | FlashAttention-3's FP8 kernel for the generation tokens' attention (Hopper) | changes |
+| `cuda_graphs` | an image's whole transformer call replayed as a CUDA graph, kept across images (CUDA only) | same |
+| `sea_cache` | diffusers' SeaCache: reuses the decoder-stack residual on steps where little changes | changes |
+| `group_offload` | keeps transformer layers in CPU memory and streams them to the GPU one at a time | same |
+| `vae_tiling` | decodes the video in overlapping tiles | changes slightly |
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from checkpoints.loading import Checkpoint, resolve
+
+from helpers import diffusers_pipe
+from helpers.audiovisual_settings import AudiovisualSettings
+from helpers.errors import InvalidSettingError
+from tuning import speed as speeds
+
+if TYPE_CHECKING:
+    import torch
+    from diffusers import Cosmos3OmniPipeline
+
+# The order switches are applied in. Hooks registered later wrap earlier ones, so this order keeps each switch
+# working with the others: compilation comes before the text cache (which then compiles its own per-step half), and
+# group offloading, outermost, moves a layer's weights to the GPU before anything inside it runs.
+SWITCHES: tuple[str, ...] = (
+    "fp8_storage",
+    "text_tower_offload",
+    "fp8_linears",
+    "compile",
+    "text_kv_cache",
+    "zero_encode_cache",
+    "first_frame_2d",
+    "flash_attention",
+    "fp8_attention",
+    "cuda_graphs",
+    "sea_cache",
+    "group_offload",
+    "vae_tiling",
+)
+# Switches that decide how much of the model sits on the accelerator.
+MEMORY_SWITCHES: frozenset[str] = frozenset({"fp8_storage", "text_tower_offload", "group_offload"})
+# Switches whose output matches the baseline's up to numerical noise.
+EXACT_SWITCHES: frozenset[str] = frozenset(
+    {
+        "text_tower_offload",
+        "compile",
+        "text_kv_cache",
+        "cuda_graphs",
+        "zero_encode_cache",
+        "first_frame_2d",
+        "flash_attention",
+        "group_offload",
+    }
+)
+# Switches that cannot be on together, and why.
+_EXCLUSIVE: tuple[tuple[frozenset[str], str], ...] = (
+    (
+        frozenset({"cuda_graphs", "sea_cache"}),
+        "SeaCache decides on the CPU at every step whether to skip work, which a recorded CUDA graph cannot do.",
+    ),
+    (
+        frozenset({"fp8_storage", "compile"}),
+        "diffusers' layerwise casting makes new parameters inside each forward, which torch.compile(fullgraph=True) "
+        "cannot trace.",
+    ),
+    (
+        frozenset({"fp8_storage", "fp8_linears"}),
+        "both replace the transformer's weights with float8 ones, one for memory and one for speed.",
+    ),
+    (
+        frozenset({"flash_attention", "fp8_attention"}),
+        "each sets the attention processor of every layer.",
+    ),
+)
+_APPLIED_ATTR = "_cookbook_speedups"
+_SKIPPED_ATTR = "_cookbook_skipped_speedups"
+
+
+def check(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The names in application order; raises `InvalidSettingError` for an unknown one."""
+    unknown = [n for n in names if n not in SWITCHES]
+    if unknown:
+        raise InvalidSettingError(
+            f"Unknown speed switch(es) {unknown}. Allowed switches: {', '.join(repr(s) for s in SWITCHES)}."
+        )
+    return tuple(s for s in SWITCHES if s in names)
+
+
+def applied(pipe: Cosmos3OmniPipeline) -> tuple[str, ...]:
+    """The switches already on this pipeline, in application order."""
+    return tuple(getattr(pipe.transformer, _APPLIED_ATTR, ()))
+
+
+def skipped(pipe: Cosmos3OmniPipeline) -> tuple[str, ...]:
+    """Switches asked for that cannot act on this machine (see `flash_attention`), in application order."""
+    return tuple(getattr(pipe.transformer, _SKIPPED_ATTR, ()))
+
+
+def apply(
+    pipe: Cosmos3OmniPipeline, names: tuple[str, ...] | list[str], device: torch.device | None = None
+) -> tuple[str, ...]:
+    """Turn on the named switches; returns all switches now on.
+
+    `device` is where the model computes; it defaults to where the transformer's weights are. Loading passes the
+    accelerator while the weights are still in CPU memory, so that memory switches act before they move.
+
+    Switches stay on once applied (compiled layers and float8 weights cannot be undone): a later call may add
+    switches that come after every applied one in `SWITCHES`, and otherwise raises, asking for a fresh pipeline.
+    """
+    names = check(names)
+    done, passed = applied(pipe), skipped(pipe)
+    every = {*names, *done, *passed}
+    for pair, why in _EXCLUSIVE:
+        if pair <= every:
+            first, second = sorted(pair, key=SWITCHES.index)
+            raise InvalidSettingError(f"{first!r} and {second!r} cannot be combined: {why} Drop one of them.")
+    if {"compile", "group_offload"} <= every and "text_kv_cache" not in every:
+        raise InvalidSettingError(
+            "'compile' and 'group_offload' need 'text_kv_cache' as well: without it, compile_repeated_blocks compiles "
+            "each whole layer call, and group offloading's hooks in it cannot be traced. Add 'text_kv_cache' or drop "
+            "one of them."
+        )
+    new = [n for n in names if n not in done and n not in passed]
+    last = max((SWITCHES.index(n) for n in (*done, *passed)), default=-1)
+    if new and SWITCHES.index(new[0]) < last:
+        raise InvalidSettingError(
+            f"Cannot add {new[0]!r} to a pipeline that already has {list(done)}: switches must be applied in the "
+            f"order {list(SWITCHES)}. Load the pipeline again and apply them together."
+        )
+    target = device or speeds.device_of(pipe)
+    for name in new:
+        if _APPLY[name](pipe, names, target) is False:
+            passed = (*passed, name)
+            setattr(pipe.transformer, _SKIPPED_ATTR, passed)
+        else:
+            done = (*done, name)
+            setattr(pipe.transformer, _APPLIED_ATTR, done)
+    return done
+
+
+def _fp8_storage(pipe: Cosmos3OmniPipeline) -> None:
+    import torch
+
+    pipe.transformer.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=pipe.transformer.dtype)
+
+
+def _compile(pipe: Cosmos3OmniPipeline, names: tuple[str, ...]) -> None:
+    import torch
+
+    speeds.keep_compiled_code()
+    # Each new output size, prompt length or attention kernel can cost a recompilation of the shared layer code
+    # (automatic dynamic shapes do not cover every guard). At PyTorch's default limit of 8 a session that tries a
+    # few modes and tiers fails with "recompile limit exceeded" under fullgraph, so allow a session's worth.
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, speeds.RECOMPILE_LIMIT)
+    if "text_kv_cache" in names:
+        # The text cache runs each layer's two halves itself and compiles the one it runs at every step. Compiled
+        # whole, a layer would trace the cache's bookkeeping into its graphs: on the tiny checkpoint 12 graphs and
+        # about 100 s of compiling for a first video, against 2 graphs and 13 s (docs/performance.md).
+        return
+    pipe.transformer.compile_repeated_blocks(fullgraph=True)
+
+
+def _group_offload(pipe: Cosmos3OmniPipeline, device: torch.device) -> None:
+    import torch
+
+    # One layer at a time, prefetched on a side stream so copies overlap compute (CUDA only).
+    pipe.transformer.enable_group_offload(
+        onload_device=device,
+        offload_device=torch.device("cpu"),
+        offload_type="block_level",
+        num_blocks_per_group=1,
+        use_stream=device.type == "cuda",
+    )
+
+
+def _sea_cache(pipe: Cosmos3OmniPipeline) -> None:
+    from diffusers import SeaCacheConfig
+
+    pipe.transformer.enable_cache(SeaCacheConfig())
+
+
+# What `apply` runs for each switch (a False result means skipped on this machine).
+_APPLY = {
+    "fp8_storage": lambda pipe, names, device: _fp8_storage(pipe),
+    "text_tower_offload": lambda pipe, names, device: speeds.keep_text_tower_in_cpu_memory(pipe, device),
+    "compile": lambda pipe, names, device: _compile(pipe, names),
+    "text_kv_cache": lambda pipe, names, device: speeds.cache_text_keys_values(pipe, compiled="compile" in names),
+    "cuda_graphs": lambda pipe, names, device: speeds.replay_steps_as_cuda_graphs(pipe) is None,
+    "zero_encode_cache": lambda pipe, names, device: speeds.cache_blank_video_encoding(pipe),
+    "first_frame_2d": lambda pipe, names, device: speeds.decode_first_frame_in_2d(pipe),
+    "flash_attention": lambda pipe, names, device: speeds.use_flash_attention(pipe, device) is None,
+    "fp8_linears": lambda pipe, names, device: speeds.use_fp8_linears(pipe, device) is None,
+    "fp8_attention": lambda pipe, names, device: speeds.use_fp8_attention(pipe, device) is None,
+    "sea_cache": lambda pipe, names, device: _sea_cache(pipe),
+    "group_offload": lambda pipe, names, device: _group_offload(pipe, device),
+    "vae_tiling": lambda pipe, names, device: pipe.vae.enable_tiling(),
+}
+
+
+def load_pipeline(
+    model: str = "nvidia/Cosmos3-Nano",
+    *,
+    device: str = "auto",
+    guardrails: str | bool | None = "auto",
+    speed: str = "none",
+) -> tuple[Cosmos3OmniPipeline, Checkpoint]:
+    """The tuning notebook's load cells: `from_pretrained`, the memory switches, the move to the device, the rest."""
+    from diffusers import Cosmos3OmniPipeline
+    from diffusers.utils import logging as diffusers_logging
+
+    checkpoint = resolve(model, device=device, guardrails=guardrails)
+    names = speeds.switches(speed)
+    was_on = diffusers_logging.is_progress_bar_enabled()
+    diffusers_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
+            pipe = Cosmos3OmniPipeline.from_pretrained(
+                checkpoint.path,
+                dtype=checkpoint.dtype,
+                enable_safety_checker=checkpoint.guardrails,
+                use_native_flow_schedule=True,  # vLLM-Omni's schedule, to the step (the notebook says why)
+            )
+    finally:
+        if was_on:
+            diffusers_logging.enable_progress_bar()
+    apply(pipe, [n for n in names if n in MEMORY_SWITCHES], checkpoint.device)
+    pipe.to(checkpoint.device)
+    apply(pipe, names, checkpoint.device)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe, checkpoint
+
+
+def scheduler_for(pipe: Cosmos3OmniPipeline, flow_shift: float) -> Any:
+    """The pipeline's scheduler with `flow_shift` (the call has no argument for it), as the notebook sets it: itself
+    when it already has it.
+
+    The published checkpoints save a Karras grid (`use_karras_sigmas=True`), which ignores `flow_shift`;
+    `use_karras_sigmas=False` turns the shifted flow schedule on, as diffusers' Cosmos 3 docs and vLLM-Omni do.
+    """
+    from diffusers import UniPCMultistepScheduler
+
+    config = pipe.scheduler.config
+    if not config.get("use_karras_sigmas", False) and float(config.get("flow_shift", 1.0)) == flow_shift:
+        return pipe.scheduler
+    return UniPCMultistepScheduler.from_config(config, use_karras_sigmas=False, flow_shift=flow_shift)
+
+
+def generate(
+    pipe: Cosmos3OmniPipeline,
+    prompt: str,
+    settings: AudiovisualSettings,
+    *,
+    negative_prompt: str = "",
+    image: Any = None,
+    video: Any = None,
+    condition_frame_indexes: tuple[int, ...] | None = None,
+    condition_video_keep: str = "first",
+    resolution_template: bool | None = None,
+    duration_template: bool | None = None,
+    safety_check: bool = True,
+    generator: Any = None,
+    on_step_end: Callable[..., dict[str, Any]] | None = None,
+    output_type: str = "np",
+) -> Any:
+    """`pipe(...)` for `settings`, as the notebook calls it.
+
+    The pipeline's resolution and duration sentences (`*_template`) default to off for a structured JSON prompt,
+    which already carries resolution, duration and fps (as NVIDIA and vLLM-Omni do), and on for plain text.
+    `generator` defaults to a fresh CPU generator seeded with `settings.seed`. `output_type="latent"` skips the
+    VAE decode (the ranks of a parallel run that do not write files). A `video` keeps the latent frames
+    `condition_frame_indexes` clean (default: the settings' own, the clip's start or fl2v's first and last).
+    """
+    import torch
+
+    from helpers import prompts
+
+    plain = not prompts.is_structured(prompt)
+    diffusers_pipe.check_sound(pipe, settings)
+    pipe.scheduler = scheduler_for(pipe, settings.flow_shift)
+    conditioning: dict[str, Any] = {"image": image} if image is not None else {}
+    if video is not None:
+        conditioning = {
+            "video": video,
+            "condition_frame_indexes_vision": condition_frame_indexes or settings.condition_frame_indexes,
+            "condition_video_keep": condition_video_keep,
+        }
+    return pipe(
+        prompt=prompt,
+        negative_prompt=negative_prompt,
+        **conditioning,
+        num_frames=settings.num_frames,
+        height=settings.height,
+        width=settings.width,
+        fps=settings.fps,
+        num_inference_steps=settings.num_inference_steps,
+        guidance_scale=settings.guidance_scale,
+        enable_sound=settings.enable_sound,
+        generator=generator or torch.Generator("cpu").manual_seed(settings.seed),
+        output_type=output_type,
+        add_resolution_template=plain if resolution_template is None else resolution_template,
+        add_duration_template=plain if duration_template is None else duration_template,
+        enable_safety_check=safety_check,
+        callback_on_step_end=on_step_end,
+    )
+
+
+def load_transfer(model: str, *, device: str = "auto", guardrails: str = "auto", progress: bool = False) -> Any:
+    """`Cosmos3OmniModularPipeline` loaded as the transfer notebook loads it (diffusers reaches transfer only there)."""
+    from diffusers import Cosmos3OmniModularPipeline
+
+    checkpoint = resolve(model, device=device, guardrails=guardrails)
+    pipe = Cosmos3OmniModularPipeline.from_pretrained(checkpoint.path)
+    pipe.load_components(dtype=checkpoint.dtype)
+    if checkpoint.guardrails:
+        pipe.enable_safety_checker()
+    else:
+        pipe.disable_safety_checker()
+    pipe.to(checkpoint.device)
+    pipe.set_progress_bar_config(disable=not progress)
+    return pipe

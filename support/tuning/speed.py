@@ -1,0 +1,496 @@
+"""Speed and memory switches for a loaded `Cosmos3OmniPipeline`, and the named `SPEED` choices that combine them.
+
+`SPEEDS` maps the notebook's `SPEED` parameter to switch names, in the order they must be applied. The notebook turns
+each switch on in plain sight: diffusers' and PyTorch's public calls written out, and one function here for each of
+the cookbook's own. `tuning.pipelines.apply` does the same by name (its docstring tables every switch);
+tests/test_speed.py checks that each exact switch keeps the output.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from helpers.errors import InvalidSettingError
+
+if TYPE_CHECKING:
+    import torch
+    from diffusers import Cosmos3OmniPipeline
+
+# What each value of the notebooks' SPEED parameter switches on, and what it is for.
+SPEEDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "none": ((), "diffusers as it comes: the reference output"),
+    "fast": (
+        ("compile", "text_kv_cache", "zero_encode_cache", "first_frame_2d", "flash_attention", "cuda_graphs"),
+        "the same output up to numerical noise, faster: compiled layers, text keys/values cached across steps, "
+        "the blank-video encoding kept, a clip's first frame through the VAE in 2-D, FlashAttention-4 on "
+        "Hopper/Blackwell GPUs, image steps replayed as CUDA graphs",
+    ),
+    "turbo": (
+        ("compile", "text_kv_cache", "zero_encode_cache", "first_frame_2d", "flash_attention", "sea_cache"),
+        "fast plus SeaCache step caching: quicker again, but the output changes",
+    ),
+    "fp8": (
+        (
+            "fp8_linears",
+            "compile",
+            "text_kv_cache",
+            "zero_encode_cache",
+            "first_frame_2d",
+            "fp8_attention",
+            "cuda_graphs",
+        ),
+        "fast with FP8 matrix products (torchao) and FP8 attention (FlashAttention-3) on the generation pathway, "
+        "Hopper GPUs: faster for long videos, the output changes (docs/performance.md measures by how much)",
+    ),
+    "low_vram": (
+        ("fp8_storage", "text_tower_offload", "text_kv_cache", "zero_encode_cache", "vae_tiling"),
+        "Nano on a 16 GiB GPU (720p on 24 GiB): float8 weights, the text tower in CPU memory (it runs once per "
+        "prompt), tiled VAE decode; about as fast as none, output changes slightly",
+    ),
+    "min_vram": (
+        ("fp8_storage", "group_offload", "vae_tiling"),
+        "Nano on an 8 GiB GPU (with TIER='256p'): float8 weights streamed layer by layer from CPU memory at every "
+        "step; about 11x slower, output changes slightly",
+    ),
+}
+# Recompilations allowed per compiled function once `compile` is on (PyTorch's default is 8).
+RECOMPILE_LIMIT = 64
+_TEXT_KV_HOOK = "cookbook_text_kv_cache"
+
+
+def keep_compiled_code() -> str:
+    """Where compiled code is kept for the next kernel: the cookbook's cache folder (`$TORCHINDUCTOR_CACHE_DIR` when
+    set) holds PyTorch's compiled layers and FlashAttention-4's kernels (else compiled again in every process). Call
+    it before the first compilation and before FlashAttention-4 is imported."""
+    import os
+
+    from checkpoints import cache_root
+
+    folder = os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "torch-compile"))
+    os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")
+    os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR", os.path.join(folder, "flash-attention-4"))
+    return folder
+
+
+def switches(speed: str) -> tuple[str, ...]:
+    """The switch names of a SPEED value, in the order they must be applied. Its memory settings want PyTorch's
+    allocator set first: `helpers.speeds.configure_allocator`."""
+    if speed not in SPEEDS:
+        raise InvalidSettingError(f"SPEED={speed!r} is not allowed. Allowed values: {', '.join(map(repr, SPEEDS))}.")
+    return SPEEDS[speed][0]
+
+
+def device_of(pipe: Cosmos3OmniPipeline) -> torch.device:
+    from diffusers.models.modeling_utils import get_parameter_device
+
+    return get_parameter_device(pipe.transformer)
+
+
+@functools.cache
+def _compiled_generation_half():
+    import torch
+
+    return torch.compile(_generation_half, fullgraph=True)
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    from diffusers.models.transformers.transformer_cosmos3 import _rotate_half
+
+    # The same expression as Cosmos3AttnProcessor, so cached and recomputed keys agree bit for bit.
+    return x * cos.unsqueeze(1) + _rotate_half(x) * sin.unsqueeze(1)
+
+
+def text_queries_keys_values(attn: Any, und: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """One attention module's rotated text queries and keys, the rotated text keys as the generation tokens see them
+    (through `k_norm_und_for_gen`, where the model has it), and the text values."""
+    query = rope(attn.norm_q(attn.to_q(und).view(-1, attn.num_attention_heads, attn.head_dim)), cos, sin)
+    key = attn.norm_k(attn.to_k(und).view(-1, attn.num_key_value_heads, attn.head_dim))
+    value = attn.to_v(und).view(-1, attn.num_key_value_heads, attn.head_dim)
+    if attn.k_norm_und_for_gen is None:
+        key = rope(key, cos, sin)
+        return query, key, key, value
+    return query, rope(key, cos, sin), rope(attn.k_norm_und_for_gen(key), cos, sin), value
+
+
+def generation_queries_keys_values(attn: Any, gen: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """The generation tokens' rotated queries and keys, and their values, in one attention module."""
+    query = attn.norm_added_q(attn.add_q_proj(gen).view(-1, attn.num_attention_heads, attn.head_dim))
+    key = attn.norm_added_k(attn.add_k_proj(gen).view(-1, attn.num_key_value_heads, attn.head_dim))
+    value = attn.add_v_proj(gen).view(-1, attn.num_key_value_heads, attn.head_dim)
+    return rope(query, cos, sin), rope(key, cos, sin), value
+
+
+def attention_of(processor: Any) -> Any:
+    """The grouped-query attention a layer's processor runs, as a function of `[tokens, heads, head_dim]` query, key
+    and value (and `is_causal`): the processor's own `attend` where it has one (FlashAttention-4, the several-GPU
+    runner's context parallelism), else diffusers' dispatch with the backend the processor holds (PyTorch's SDPA
+    unless `set_attention_backend` chose another)."""
+    own = getattr(processor, "attend", None)
+    if own is not None:
+        return own
+
+    def dispatched(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool) -> torch.Tensor:
+        from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+        out = dispatch_attention_fn(
+            query.unsqueeze(0),
+            key.unsqueeze(0),
+            value.unsqueeze(0),
+            is_causal=is_causal,
+            enable_gqa=True,
+            backend=processor._attention_backend,
+            parallel_config=processor._parallel_config,
+        )
+        return out.squeeze(0)
+
+    return dispatched
+
+
+def attend(attn: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool):
+    """Grouped-query attention over `[tokens, heads, head_dim]` with the kernel of `attn`'s processor."""
+    return attention_of(attn.processor)(query, key, value, is_causal=is_causal)
+
+
+class OwnKernelAttnProcessor:
+    """`Cosmos3AttnProcessor`'s computation with the attention itself left to `attend` (over `[tokens, heads,
+    head_dim]`). A subclass brings its own kernel to one pipeline through diffusers' public `attn.set_processor`,
+    so nothing that other pipelines in the process share is changed (FlashAttention-4, context parallelism)."""
+
+    _attention_backend = None
+    _parallel_config = None
+
+    def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool) -> torch.Tensor:
+        raise NotImplementedError
+
+    def __call__(self, attn: Any, und_seq: torch.Tensor, gen_seq: torch.Tensor, rotary_emb: tuple[torch.Tensor, ...]):
+        import torch
+
+        cos_und, sin_und, cos_gen, sin_gen = rotary_emb
+        text_query, text_key, text_key_for_generation, text_value = text_queries_keys_values(
+            attn, und_seq, cos_und, sin_und
+        )
+        query, key, value = generation_queries_keys_values(attn, gen_seq, cos_gen, sin_gen)
+        text_out = self.attend(text_query, text_key, text_value, is_causal=True)
+        generation_out = self.attend(
+            query, torch.cat([text_key_for_generation, key]), torch.cat([text_value, value]), is_causal=False
+        )
+        return attn.to_out(text_out.flatten(-2, -1)), attn.to_add_out(generation_out.flatten(-2, -1))
+
+
+def _generation_half(
+    layer: Any,
+    gen_seq: torch.Tensor,
+    text_key: torch.Tensor,
+    text_value: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+) -> torch.Tensor:
+    """The generation pathway of `Cosmos3VLTextMoTDecoderLayer.forward`, given the text keys and values."""
+    import torch
+
+    attn = layer.self_attn
+    query, key, value = generation_queries_keys_values(attn, layer.input_layernorm_moe_gen(gen_seq), cos, sin)
+    out = attend(attn, query, torch.cat([text_key, key]), torch.cat([text_value, value]), is_causal=False)
+    residual = gen_seq + attn.to_add_out(out.flatten(-2, -1))
+    return residual + layer.mlp_moe_gen(layer.post_attention_layernorm_moe_gen(residual))
+
+
+def _text_half(layer: Any, und_seq: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """The text pathway of `Cosmos3VLTextMoTDecoderLayer.forward` (causal self-attention, then its feed-forward), and
+    the text keys and values that the generation half reads."""
+    attn = layer.self_attn
+    query, key, key_for_generation, value = text_queries_keys_values(attn, layer.input_layernorm(und_seq), cos, sin)
+    residual = und_seq + attn.to_out(attend(attn, query, key, value, is_causal=True).flatten(-2, -1))
+    return residual + layer.mlp(layer.post_attention_layernorm(residual)), (key_for_generation, value)
+
+
+def _text_kv_cache_hook(compiled: bool):
+    from diffusers.hooks import ModelHook
+    from diffusers.hooks.hooks import BaseState, StateManager
+
+    class TextKVCacheHook(ModelHook):
+        """Per decoder layer: record the text keys/values at step 0 of a context, then skip the text half."""
+
+        _is_stateful = True
+        # Per guidance pass, the times a layer's text keys/values went to new tensors: `cuda_graphs` records again.
+        renewed: collections.Counter[str] = collections.Counter()
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.state_manager = StateManager(BaseState)  # how diffusers hands a hook the pipeline's `cache_context`
+            self.key_values: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # per guidance pass
+            self.generation_half = _compiled_generation_half() if compiled else _generation_half
+
+        def new_forward(self, module, und_seq, gen_seq, rotary_emb):
+            context = self.state_manager._context
+            if context is None or context.step_index is None:
+                # Called outside the pipeline's denoising loop: no step to key the cache on.
+                return self.fn_ref.original_forward(und_seq, gen_seq, rotary_emb)
+            if compiled and gen_seq._base is not None:
+                # Layer 0 gets a slice of one buffer, the rest whole tensors: compiled code would guard on that and
+                # compile the generation half twice per shape. A copy costs far less.
+                gen_seq = gen_seq.clone()
+            cos_und, sin_und, cos_gen, sin_gen = rotary_emb
+            held = self.key_values.get(context.name)
+            if context.step_index == 0 or held is None or held[1].shape[0] != und_seq.shape[0]:
+                und_seq, new = _text_half(module, und_seq, cos_und, sin_und)
+                if held is not None and [(t.shape, t.dtype) for t in held] == [(t.shape, t.dtype) for t in new]:
+                    # Into the tensors already held, so that CUDA graphs recorded on them serve the new prompt.
+                    for target, value in zip(held, new, strict=True):
+                        target.copy_(value)
+                else:
+                    held = self.key_values[context.name] = new
+                    self.renewed[context.name] += 1
+            # Later steps pass the text stream through unchanged: only generation positions are read at the end.
+            return und_seq, self.generation_half(module, gen_seq, *held, cos_gen, sin_gen)
+
+        def reset_state(self, module):
+            self.state_manager.reset()
+            return module
+
+    return TextKVCacheHook
+
+
+def cache_text_keys_values(pipe: Cosmos3OmniPipeline, *, compiled: bool = False) -> None:
+    """`text_kv_cache`: each layer's text keys and values computed once per prompt, not at every step. Exact: the text
+    tokens attend only to each other, causally, and nothing on their path depends on the timestep, so the keys and
+    values the generated tokens see are the same at every step; recorded at step 0 of each guidance pass. They stay on
+    their layer (Nano, the cookbook's prompts: about 0.3 GiB), and a next prompt of the same length is written into
+    the same tensors, where `cuda_graphs` reads them. `compiled=True` when the layers are compiled: the generation
+    half, at every step, is then compiled too; the text half (step 0) is not (once per guidance pass, it is not worth
+    each new process's tracing and loading)."""
+    from diffusers.hooks import HookRegistry
+    from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
+
+    for layer in pipe.transformer.layers:
+        processor = layer.self_attn.processor
+        # The cache runs the layer's two halves itself; it knows the default processor's attention, and any
+        # processor that brings its own `attend` (FlashAttention-4, context parallelism).
+        if type(processor) is not Cosmos3AttnProcessor and not hasattr(processor, "attend"):
+            raise InvalidSettingError(
+                f"text_kv_cache needs the default Cosmos3AttnProcessor, but a layer uses "
+                f"{type(processor).__name__}. Drop 'text_kv_cache'."
+            )
+    hook_cls = _text_kv_cache_hook(compiled)
+    for layer in pipe.transformer.layers:
+        HookRegistry.check_if_exists_or_initialize(layer).register_hook(hook_cls(), _TEXT_KV_HOOK)
+    # `cache_context` finds stateful hooks through a cached list of child registries; refresh it.
+    HookRegistry.check_if_exists_or_initialize(pipe.transformer).invalidate_child_registries_cache()
+
+
+def replay_steps_as_cuda_graphs(pipe: Cosmos3OmniPipeline) -> str | None:
+    """`cuda_graphs`: an image has so few tokens that the host's kernel launches, not the GPU, set its step time; each
+    guidance pass (the whole transformer call) replays a CUDA graph instead, one for step 0 (which writes the text
+    keys of `text_kv_cache`) and one for the steps that read them, per pass and size, kept for the next prompt of the
+    same length. Also takes out two of each step's waits for the GPU: the velocity mask's check that some position is
+    noisy (with none, its product is zero anyway) and UniPC's copies of its CPU-held sigmas (moved to the GPU).
+    Exact. Videos (`MIN_QUERY_TOKENS` generated tokens or more) keep the GPU busy and run as before. Returns None, or
+    why it cannot act."""
+    import torch
+    from diffusers.hooks import HookRegistry
+    from torch.utils import _pytree as pytree
+
+    from tuning.flash_attention import MIN_QUERY_TOKENS
+
+    kv_hook = HookRegistry.check_if_exists_or_initialize(pipe.transformer.layers[0]).get_hook(_TEXT_KV_HOOK)
+    if kv_hook is None:
+        raise InvalidSettingError("cuda_graphs needs text_kv_cache: apply 'text_kv_cache' first.")
+    if device_of(pipe).type != "cuda":
+        return f"cuda_graphs needs a CUDA GPU; the model runs on {device_of(pipe).type}"
+    transformer, forward, mask = pipe.transformer, pipe.transformer.forward, pipe._mask_velocity_predictions
+    graphs: dict[tuple[str, bool], tuple[Any, ...]] = {}  # (what it was recorded for, graph, its inputs, outputs)
+    stream = torch.cuda.Stream(device_of(pipe))
+
+    def replay_or_run(*args: Any, **inputs: Any) -> Any:
+        context = kv_hook.state_manager._context
+        # Context parallelism (`tuning.several_gpus`) talks to other GPUs mid-call: not recorded.
+        if args or context is None or context.step_index is None or transformer._cp_shard_fn is not None:
+            return forward(*args, **inputs)
+        if inputs["sequence_length"] - inputs["und_len"] >= MIN_QUERY_TOKENS:
+            return forward(**inputs)
+        if context.step_index == 0 and isinstance(getattr(pipe.scheduler, "sigmas", None), torch.Tensor):
+            pipe.scheduler.sigmas = pipe.scheduler.sigmas.to(inputs["input_ids"].device)  # set anew for each call
+        leaves, spec = pytree.tree_flatten(inputs)
+        sizes = [(x.shape, x.dtype) if isinstance(x, torch.Tensor) else x for x in leaves]
+        name = (context.name, context.step_index == 0)  # step 0 runs the text tower, the others skip it
+        if graphs.get(name, (None,))[0] != (spec, kv_hook.renewed[context.name], sizes):
+            graphs.pop(name, None)  # its memory back before recording anew
+            static = [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves]
+            # Once outside the graph first, on the capture stream: compilation and library set-up cannot be recorded.
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                forward(**pytree.tree_unflatten(static, spec))
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+                outputs = forward(**pytree.tree_unflatten(static, spec))
+            # Keyed after the warm-up, which may have put the text keys in new tensors: the graph reads those.
+            graphs[name] = ((spec, kv_hook.renewed[context.name], sizes), graph, static, outputs, {})
+        _, graph, static, outputs, copied = graphs[name]
+        for i, (target, value) in enumerate(zip(static, leaves, strict=True)):
+            if isinstance(target, torch.Tensor):
+                # Most inputs are the call's packed prompt, the same tensor at every step: copied again only when
+                # changed. The tensor is held with its stamp, so that its id cannot pass to a new tensor.
+                stamp = None if value.is_inference() else (id(value), value._version)
+                if stamp is None or copied.get(i, (None,))[0] != stamp:
+                    target.copy_(value)
+                    copied[i] = (stamp, value)
+        graph.replay()
+        return outputs
+
+    def velocity_without_waiting(preds_vision, preds_sound, vision_condition_mask, **others):
+        if preds_sound is not None or others.get("preds_action") is not None:
+            return mask(preds_vision, preds_sound, vision_condition_mask=vision_condition_mask, **others)
+        pred = preds_vision[0]
+        return pred * (1.0 - vision_condition_mask[0]).to(dtype=pred.dtype, device=pred.device), None, None
+
+    transformer.forward, pipe._mask_velocity_predictions = replay_or_run, velocity_without_waiting
+    return None
+
+
+# Per decoder layer, the text tower's weights: its attention projections and feed-forward (46% of Nano's weights).
+# Edge's feed-forward is Nemotron's squared ReLU, which has no gate: `text_tower_modules` takes what a layer has.
+TEXT_TOWER = (
+    "self_attn.to_q",
+    "self_attn.to_k",
+    "self_attn.to_v",
+    "self_attn.to_out",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+    "mlp.down_proj",
+)
+
+
+def text_tower_modules(layer: torch.nn.Module) -> list[torch.nn.Module]:
+    """The text tower's weight-holding modules of one decoder layer, as this checkpoint builds them."""
+    found = []
+    for name in TEXT_TOWER:
+        try:
+            found.append(layer.get_submodule(name))
+        except AttributeError:
+            continue
+    return found
+
+
+def keep_text_tower_in_cpu_memory(pipe: Cosmos3OmniPipeline, device: torch.device) -> None:
+    """`text_tower_offload`: the text tower's weights stay in (pinned) CPU memory and are copied to `device` for each
+    call. With `text_kv_cache` the text tower runs only at step 0 of each guidance pass, so a generation copies them
+    twice, not at every step (as `group_offload` does). Call it before `pipe.to(device)`: the weights it holds are not
+    the modules' parameters any more, so the move leaves them where they are. Exact."""
+    from diffusers.hooks import HookRegistry, ModelHook
+
+    class WeightsOnCall(ModelHook):
+        def __init__(self, module: torch.nn.Module) -> None:
+            super().__init__()
+            self.held = {}
+            for name, param in module.named_parameters(recurse=False):
+                weight = param.data.to("cpu")
+                self.held[name] = weight.pin_memory() if device.type == "cuda" else weight
+                param.data = param.data.new_empty(0)
+
+        def pre_forward(self, module, *args, **kwargs):
+            for name, weight in self.held.items():
+                getattr(module, name).data = weight.to(device, non_blocking=True)
+            return args, kwargs
+
+        def post_forward(self, module, output):
+            for name in self.held:
+                getattr(module, name).data = getattr(module, name).data.new_empty(0)
+            return output
+
+    for layer in pipe.transformer.layers:
+        for module in text_tower_modules(layer):
+            HookRegistry.check_if_exists_or_initialize(module).register_hook(WeightsOnCall(module), "text_tower")
+
+
+def cache_blank_video_encoding(pipe: Cosmos3OmniPipeline) -> None:
+    """`zero_encode_cache`: text-to-video VAE-encodes an all-zero video only for its latent shape (the values are
+    masked out); that encoding is made once per size and kept. Inputs with any non-zero value are encoded as before."""
+    encode = pipe._encode_video
+    cache: dict[tuple[Any, ...], torch.Tensor] = {}
+
+    @functools.wraps(encode)
+    def encode_once_per_size(x: torch.Tensor) -> torch.Tensor:
+        if x.any():
+            return encode(x)
+        # Tiling and the VAE's dtype change the encoding; `id(pipe.vae)` covers a swapped VAE.
+        key = (tuple(x.shape), x.dtype, x.device, id(pipe.vae), pipe.vae.dtype, pipe.vae.use_tiling)
+        if key not in cache:
+            cache[key] = encode(x)
+        # A copy, so that nothing downstream can change the cached tensor in place.
+        return cache[key].clone()
+
+    # An instance attribute: only this pipeline's `prepare_latents` sees the cache.
+    pipe._encode_video = encode_once_per_size
+
+
+def decode_first_frame_in_2d(pipe: Cosmos3OmniPipeline) -> None:
+    """`first_frame_2d`: the VAE's causal convolutions pad a clip's first latent frame (all of an image) in time with
+    zero frames, so only each kernel's last time slice meets data; that frame goes through a 2-D convolution with that
+    slice instead (a third of the work of a 3x3x3 kernel). Later frames, which see earlier ones, run as before. The
+    same output up to numerical noise."""
+    from diffusers.models.autoencoders.autoencoder_kl_wan import WanCausalConv3d
+
+    for conv in pipe.vae.modules():
+        causal = isinstance(conv, WanCausalConv3d) and conv._padding[4] == conv.kernel_size[0] - 1 > 0
+        if causal and conv.stride[0] == conv.dilation[0] == 1:
+            conv.forward = functools.partial(_first_frame_in_2d, conv, conv.forward)
+
+
+def _first_frame_in_2d(conv: Any, forward: Any, x: torch.Tensor, cache_x: torch.Tensor | None = None) -> torch.Tensor:
+    import torch.nn.functional as F
+
+    if cache_x is not None or x.shape[2] != 1:
+        return forward(x, cache_x)
+    frame = F.pad(x[:, :, 0], conv._padding[:4])  # the spatial padding the 3-D path applies
+    weight = conv.weight[:, :, -1]
+    return F.conv2d(frame, weight, conv.bias, conv.stride[1:], 0, conv.dilation[1:], conv.groups).unsqueeze(2)
+
+
+def use_fp8_linears(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:
+    """`fp8_linears`: the generation pathway's matrix products in FP8 through torchao (returns None); where they
+    cannot run, bf16 stays and the reason is returned (warned on a CUDA GPU). Apply before compiling."""
+    from tuning import fp8
+
+    reason = fp8.linears_unavailable_reason(device or device_of(pipe))
+    if reason is not None:
+        if (device or device_of(pipe)).type == "cuda":
+            warnings.warn(f"Speed switch 'fp8_linears' skipped: {reason}.", stacklevel=2)
+        return reason
+    fp8.quantize_generation_linears(pipe)
+    return None
+
+
+def use_fp8_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:
+    """`fp8_attention`: FlashAttention-3's FP8 kernel for the generation tokens' attention (returns None); where it
+    cannot run, PyTorch's attention stays and the reason is returned (warned on a CUDA GPU)."""
+    from tuning import fp8
+
+    device = device or device_of(pipe)
+    reason = fp8.attention_unavailable_reason(device)
+    if reason is not None:
+        if device.type == "cuda":
+            warnings.warn(f"Speed switch 'fp8_attention' skipped: {reason}.", stacklevel=2)
+        return reason
+    fp8.use_for(pipe)
+    return None
+
+
+def use_flash_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:
+    """`flash_attention`: FlashAttention-4 for every attention call (returns None); where it cannot run, PyTorch's
+    attention stays and the reason is returned (and, on a CUDA GPU, where it is worth installing, warned)."""
+    from tuning import flash_attention
+
+    device = device or device_of(pipe)
+    transformer = pipe.transformer
+    reason = flash_attention.unavailable_reason(device, transformer.dtype, transformer.config.head_dim)
+    if reason is not None:
+        if device.type == "cuda":
+            warnings.warn(f"Speed switch 'flash_attention' skipped: {reason}.", stacklevel=2)
+        return reason
+    keep_compiled_code()  # before the kernel's compiler is imported: its kernels are kept too
+    flash_attention.use_for(pipe)
+    return None

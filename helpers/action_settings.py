@@ -2,9 +2,10 @@
 
 A Cosmos 3 action task (forward dynamics, inverse dynamics, policy) runs on one embodiment domain, whose action
 width, chunk size, frame rate, resolution tier, view point and prompt are fixed by how the model was trained and
-how NVIDIA runs it. `settings_for` picks them, applies a size preset (`smoke`, `draft`, `default`) and validated
-overrides, and refuses what the model cannot take before anything is loaded or sent. Both backends read the same
-`ActionSettings`. Each value's source is in `Embodiment.source` and in docs/action.md.
+how NVIDIA runs it. `settings_for` picks them, applies a preset (`smoke`, `draft`, `published`: the shape and the names
+every family shares, `helpers.settings`) and validated overrides, and refuses what the model cannot take before
+anything is loaded or sent. Both backends read the same `ActionSettings`. Each value's source is in
+`Embodiment.source` and in docs/action.md.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from helpers import models
 from helpers.canvases import canvas, check_tier
 from helpers.errors import InvalidSettingError, allowed
+from helpers.settings import Preset, check_seed, check_steps, get_preset, largest_canvas, presets
 
 TASKS: dict[str, str] = {
     "forward_dynamics": "fd",  # a start image and actions in, video out
@@ -152,23 +155,13 @@ EMBODIMENTS: dict[str, Embodiment] = {
 POLICY_EMBODIMENTS: tuple[str, ...] = ("droid_lerobot",)  # the published policy checkpoint is DROID's
 
 
-@dataclass(frozen=True)
-class ActionPreset:
-    """How big and how long: `tier` None keeps the embodiment's own."""
-
-    name: str
-    tier: int | None
-    steps: int
-
-
-PRESETS: dict[str, ActionPreset] = {
-    p.name: p
-    for p in (
-        ActionPreset("smoke", 256, 2),  # random weights on a CPU: every call in seconds
-        ActionPreset("draft", 256, STEPS),  # the smallest tier at full steps
-        ActionPreset("default", None, STEPS),  # NVIDIA's settings for each embodiment
-    )
-}
+# The embodiment keeps its own tier and chunk (NVIDIA's settings) unless a preset says otherwise; a chunk is fixed by
+# how the model was trained, so no preset changes an action task's frames.
+PRESETS: dict[str, Preset] = presets(
+    Preset("smoke", tier=256, num_frames=None, steps=2),
+    Preset("draft", tier=256, num_frames=None, steps=None),
+    Preset("published", tier=None, num_frames=None, steps=None),
+)
 
 
 @dataclass(frozen=True)
@@ -189,6 +182,10 @@ class ActionSettings:
     seed: int
     translation_scale: float
     normalized: bool
+    preset: str
+
+    is_image = False  # every action task makes a video (and actions), without sound
+    enable_sound = False
 
     @property
     def num_frames(self) -> int:
@@ -198,6 +195,16 @@ class ActionSettings:
     @property
     def mode(self) -> str:
         return f"{TASKS[self.task]}_{self.domain_name}"
+
+    @property
+    def duration_s(self) -> float:
+        return self.num_frames / self.fps
+
+    @property
+    def pixel_frames(self) -> int:
+        """At most: the tier's largest canvas for every frame."""
+        width, height = largest_canvas(self.resolution_tier)
+        return width * height * self.num_frames
 
     def canvas(self, width: int, height: int) -> tuple[int, int]:
         """The (width, height) a picture of this shape is generated at, on this tier."""
@@ -221,10 +228,11 @@ _OVERRIDES = ("num_frames", "chunk_size", "fps", "resolution_tier", "num_inferen
 
 
 def settings_for(
-    task: str, domain_name: str, preset: str = "default", *, seed: int = 0, **overrides: Any
+    task: str, preset: str = "published", *, seed: int = 0, model: str = "", domain_name: str, **overrides: Any
 ) -> ActionSettings:
-    """The settings of one action task on one embodiment under a size preset, with validated overrides (each
-    error names the field and the allowed values)."""
+    """The settings of one action task on one embodiment (`domain_name`) under a preset, with validated overrides
+    (each error names the field and the allowed values). A published 4-step checkpoint as `model` is refused: it has
+    no action tasks."""
     if task not in TASKS:
         raise InvalidSettingError(f"task={task!r} is not an action task. Allowed: {allowed(TASKS)}.")
     e = get_embodiment(domain_name)
@@ -233,13 +241,16 @@ def settings_for(
             f"task='policy' needs a policy checkpoint for domain_name={domain_name!r}; the published one "
             f"(nvidia/Cosmos3-Nano-Policy-DROID) is for {allowed(POLICY_EMBODIMENTS)}."
         )
-    if preset not in PRESETS:
-        raise InvalidSettingError(f"PRESET={preset!r} is not an action preset. Allowed: {allowed(PRESETS)}.")
+    p = get_preset(PRESETS, preset)
+    if (v := models.variant(model)) is not None and v.fixed_steps is not None:
+        raise InvalidSettingError(
+            f"MODEL={model!r} is a 4-step distilled checkpoint, which makes images and image-to-video only: use a "
+            "full checkpoint (nvidia/Cosmos3-Nano) for action tasks."
+        )
     unknown = sorted(set(overrides) - set(_OVERRIDES))
     if unknown:
         raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {allowed(_OVERRIDES)}.")
     given = {k: v for k, v in overrides.items() if v is not None}
-    p = PRESETS[preset]
     chunk_size = int(given.get("chunk_size", e.chunk_size))
     if chunk_size < 1:
         raise InvalidSettingError(
@@ -261,9 +272,7 @@ def settings_for(
     fps = int(given.get("fps", e.fps))
     if not 1 <= fps <= 60:
         raise InvalidSettingError(f"fps={fps} is out of range: 1 to 60 (NVIDIA's for {domain_name}: {e.fps}).")
-    steps = int(given.get("num_inference_steps", p.steps))
-    if not 1 <= steps <= 200:
-        raise InvalidSettingError(f"num_inference_steps={steps} is out of range: 1 to 200.")
+    steps = check_steps(given.get("num_inference_steps", p.steps or STEPS))
     policy = task == "policy"
     return ActionSettings(
         task=task,
@@ -277,9 +286,10 @@ def settings_for(
         flow_shift=POLICY_FLOW_SHIFT if policy else FLOW_SHIFT,
         view_point=view_point,
         prompt=given.get("prompt", e.policy_prompt if policy else e.prompt),
-        seed=seed,
+        seed=check_seed(seed),
         translation_scale=e.translation_scale,
         normalized=e.normalized,
+        preset=p.name,
     )
 
 

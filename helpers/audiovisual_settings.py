@@ -1,8 +1,9 @@
-"""Generation settings: resolution tiers, named size presets and validated overrides.
+"""The audiovisual family's settings: images, videos and sound, in the shape every family's settings share
+(`helpers.settings`): `PRESETS`, `settings_for(task, preset, *, seed, model, **overrides)` and a settings class.
 
 One `AudiovisualSettings` object feeds both backends: the `pipe(...)` call of the Diffusers notebook and the form
 fields of the vLLM-Omni request. Sizes and steps come from a preset and its overrides, never from edited code. How
-fast a size runs is a separate choice (`SPEED`, `tuning.speed`).
+fast a size runs is a separate choice (`SPEED`, `helpers.speeds`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from helpers import models
 from helpers.canvases import ASPECT_RATIOS, CANVASES
 from helpers.errors import InvalidSettingError, allowed
+from helpers.settings import Preset, check_seed, check_steps, check_tier, get_preset, presets
 
 MODES: tuple[str, ...] = ("t2i", "t2v", "i2v", "v2v", "t2v_sound", "i2v_sound", "v2v_sound", "fl2v")
 MODE_TITLES: dict[str, str] = {
@@ -31,14 +33,12 @@ IMAGE_CONDITIONED_MODES: frozenset[str] = frozenset({"i2v", "i2v_sound"})
 # Modes whose `pipe(...)` call takes `video=`: a clip to continue, or (fl2v) the first and the last frame.
 VIDEO_CONDITIONED_MODES: frozenset[str] = frozenset({"v2v", "v2v_sound", "fl2v"})
 
-GUARDRAIL_CHOICES: tuple[str, ...] = ("auto", "on", "off")
-# The audiovisual tiers, named as NVIDIA's README names them, and their sizes at each aspect ratio: the shared table.
-SIZES: dict[str, dict[str, tuple[int, int]]] = {f"{tier}p": CANVASES[tier] for tier in (256, 480, 720)}
-TIERS: tuple[str, ...] = tuple(SIZES)
+# The audiovisual tiers' sizes at each aspect ratio: the shared table.
+SIZES: dict[int, dict[str, tuple[int, int]]] = {tier: CANVASES[tier] for tier in (256, 480, 720)}
 FPS_CHOICES: tuple[int, ...] = (10, 16, 24, 30)  # vLLM-Omni's Cosmos 3 recipes and NVIDIA's README
 # NVIDIA's framework caps a video at 400 / 300 / 200 frames at 256p / 480p / 720p (docs/faq.md, args.py); frames are
 # 4k+1 (the VAE packs 4 pictures into each latent frame after the first), so these are the longest allowed.
-TIER_MAX_FRAMES: dict[str, int] = {"256p": 397, "480p": 297, "720p": 197}
+TIER_MAX_FRAMES: dict[int, int] = {256: 397, 480: 297, 720: 197}
 MIN_FRAMES, MAX_FRAMES = 5, max(TIER_MAX_FRAMES.values())
 FRAME_CHOICES: tuple[int, ...] = tuple(range(MIN_FRAMES, MAX_FRAMES + 1, 4))
 SIZE_MULTIPLE = 16
@@ -74,6 +74,10 @@ class AudiovisualSettings:
         return 0.0 if self.is_image else self.num_frames / self.fps
 
     @property
+    def pixel_frames(self) -> int:
+        return self.width * self.height * self.num_frames
+
+    @property
     def condition_frame_indexes(self) -> tuple[int, int]:
         """The latent frames a video-conditioned mode keeps clean: the clip's first two (its first 5 pictures), or
         for fl2v the first and the last (the VAE packs 4 pictures into each latent frame after the first)."""
@@ -83,69 +87,21 @@ class AudiovisualSettings:
         return dataclasses.asdict(self)
 
 
-@dataclass(frozen=True)
-class AudiovisualPreset:
-    """A named bundle of defaults: one block for video modes, one for text-to-image."""
-
-    name: str
-    description: str
-    video_size: tuple[int, int]
-    num_frames: int
-    steps: int
-    image_size: tuple[int, int]
-    image_steps: int
-    fps: int = 24  # the pipeline's and vLLM-Omni's default
-    guidance_scale: float = 6.0  # the pipeline's, vLLM-Omni's and NVIDIA's video default
-    # NVIDIA's shipped video defaults set 10 at every Nano tier (the framework's 3 / 5 / 10 per tier applies only
-    # when no shift is configured); vLLM-Omni's video default is 10 too.
-    flow_shift: float = 10.0
-    # NVIDIA's framework samples images with guidance 4 and no negative prompt at every step. vLLM-Omni's default
-    # is 7, but applied only on timesteps 400-1000, which diffusers cannot do: 7 at every step over-guides.
-    image_guidance_scale: float = 4.0
-    image_flow_shift: float = 3.0  # NVIDIA's and vLLM-Omni's image shift
-
-
-PRESETS: dict[str, AudiovisualPreset] = {
-    p.name: p
-    for p in (
-        AudiovisualPreset(
-            "smoke",
-            "Tiny checkpoint on a CPU: 160x96, 17 frames, 2 steps. Checks that everything runs.",
-            (160, 96),
-            17,
-            2,
-            (128, 128),
-            2,
-        ),
-        AudiovisualPreset(
-            "draft",
-            "256p 16:9, 93 frames (3.9 s), 20 steps: quick looks at a prompt.",
-            SIZES["256p"]["16:9"],
-            93,
-            20,
-            (512, 512),
-            25,
-        ),
-        AudiovisualPreset(
-            "default",
-            "480p 16:9, 189 frames (7.9 s), 35 steps, guidance 6, flow shift 10.",
-            SIZES["480p"]["16:9"],
-            189,
-            35,
-            (1024, 1024),
-            50,
-        ),
-        AudiovisualPreset(
-            "quality",
-            "720p 16:9, 189 frames (7.9 s), 35 steps: the published full-quality setting.",
-            SIZES["720p"]["16:9"],
-            189,
-            35,
-            (1024, 1024),
-            50,
-        ),
-    )
-}
+# NVIDIA's published settings, what a preset's None keeps: a 720p 16:9 video of 189 frames (7.9 s at 24 fps) in 35
+# steps, guidance 6, flow shift 10 (NVIDIA's shipped video defaults set 10 at every Nano tier; the framework's 3 / 5 /
+# 10 per tier applies only when no shift is configured; vLLM-Omni's video default is 10 too); an image 1024x1024 in
+# 50 steps. NVIDIA's framework samples images with guidance 4 and no negative prompt at every step; vLLM-Omni's
+# default is 7, but applied only on timesteps 400-1000, which diffusers cannot do: 7 at every step over-guides.
+# Images are shifted by 3, as NVIDIA and vLLM-Omni do.
+PUBLISHED_TIER, PUBLISHED_FRAMES, PUBLISHED_STEPS = 720, 189, 35
+PUBLISHED_IMAGE_SIZE, PUBLISHED_IMAGE_STEPS = (1024, 1024), 50
+FPS, GUIDANCE, FLOW_SHIFT = 24, 6.0, 10.0
+IMAGE_GUIDANCE, IMAGE_FLOW_SHIFT = 4.0, 3.0
+PRESETS: dict[str, Preset] = presets(
+    Preset("smoke", tier=256, num_frames=9, steps=2),
+    Preset("draft", tier=256, num_frames=93, steps=20),
+    Preset("published", tier=None, num_frames=None, steps=None),
+)
 _OVERRIDES = (
     "tier",
     "aspect_ratio",
@@ -156,7 +112,6 @@ _OVERRIDES = (
     "num_inference_steps",
     "guidance_scale",
     "flow_shift",
-    "seed",
     "enable_sound",
 )
 
@@ -173,39 +128,26 @@ def parse_modes(modes: str | list[str] | tuple[str, ...]) -> list[str]:
             chosen.extend(m for m in MODES if m not in chosen)
             continue
         if mode not in MODES:
-            raise InvalidSettingError(f"Unknown mode {mode!r}. Allowed modes: {allowed(MODES)} (or 'all').")
+            raise InvalidSettingError(f"Unknown mode {mode!r} in MODES. Allowed modes: {allowed(MODES)} (or 'all').")
         if mode not in chosen:
             chosen.append(mode)
     if not chosen:
-        raise InvalidSettingError(f"No mode selected. Pass a comma-separated list of: {allowed(MODES)}.")
+        raise InvalidSettingError(f"No mode selected. Set MODES to a comma-separated list of: {allowed(MODES)}.")
     return chosen
 
 
-def check_guardrails(value: str) -> str:
-    if value not in GUARDRAIL_CHOICES:
-        raise InvalidSettingError(f"GUARDRAILS={value!r} is not allowed. Allowed values: {allowed(GUARDRAIL_CHOICES)}.")
-    return value
-
-
 def parse_presets(names: str) -> list[str]:
-    """Turn `"draft, default"` into a validated list of preset names (empty text: an empty list)."""
-    return [get_preset(n.strip()).name for n in names.split(",") if n.strip()]
+    """Turn `"draft, published"` into a validated list of preset names (empty text: an empty list)."""
+    return [get_preset(PRESETS, n.strip()).name for n in names.split(",") if n.strip()]
 
 
-def get_preset(name: str) -> AudiovisualPreset:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise InvalidSettingError(f"Unknown preset {name!r}. Allowed presets: {allowed(PRESETS)}.") from None
-
-
-def size_for(tier: str, aspect_ratio: str = "16:9") -> tuple[int, int]:
+def size_for(tier: int, aspect_ratio: str = "16:9") -> tuple[int, int]:
     """(width, height) of a resolution tier at an aspect ratio."""
     if tier not in SIZES:
-        raise InvalidSettingError(f"Unknown resolution tier {tier!r}. Allowed tiers: {allowed(TIERS)}.")
+        raise InvalidSettingError(f"TIER={tier!r} is not a resolution tier. Allowed: {allowed(SIZES)}.")
     if aspect_ratio not in SIZES[tier]:
         raise InvalidSettingError(
-            f"Unknown aspect ratio {aspect_ratio!r}. Allowed aspect ratios: {allowed(ASPECT_RATIOS)}."
+            f"ASPECT_RATIO={aspect_ratio!r} is not an aspect ratio. Allowed: {allowed(ASPECT_RATIOS)}."
         )
     return SIZES[tier][aspect_ratio]
 
@@ -218,26 +160,26 @@ def check_size(width: int, height: int) -> None:
             lower = value - value % SIZE_MULTIPLE
             raise InvalidSettingError(
                 f"{name}={value} is not a multiple of {SIZE_MULTIPLE}. Use {lower or SIZE_MULTIPLE} or "
-                f"{lower + SIZE_MULTIPLE}, or pick a tier ({allowed(TIERS)}) and aspect ratio "
+                f"{lower + SIZE_MULTIPLE}, or pick a tier ({allowed(SIZES)}) and aspect ratio "
                 f"({allowed(ASPECT_RATIOS)})."
             )
 
 
-def tier_for_size(width: int, height: int) -> str:
+def tier_for_size(width: int, height: int) -> int:
     """The resolution tier a size counts as: the smallest whose largest picture has at least as many pixels."""
     for tier, by_ratio in SIZES.items():
         if width * height <= max(w * h for w, h in by_ratio.values()):
             return tier
-    return TIERS[-1]
+    return max(SIZES)
 
 
 def check_num_frames(num_frames: int, width: int, height: int) -> None:
     tier = tier_for_size(width, height)
     most = TIER_MAX_FRAMES[tier]
     if num_frames not in FRAME_CHOICES or num_frames > most:
-        limits = ", ".join(f"{t} {n}" for t, n in TIER_MAX_FRAMES.items())
+        limits = ", ".join(f"{t}p {n}" for t, n in TIER_MAX_FRAMES.items())
         raise InvalidSettingError(
-            f"num_frames={num_frames!r} is not allowed at {width}x{height} ({tier}): use 4k+1 frames from "
+            f"num_frames={num_frames!r} is not allowed at {width}x{height} ({tier}p): use 4k+1 frames from "
             f"{MIN_FRAMES} to {most} (5, 9, 13, ..., 189, ...). The VAE compresses time 4x and would silently drop "
             f"other counts, and NVIDIA caps each tier ({limits})."
         )
@@ -248,30 +190,40 @@ def check_fps(fps: int) -> None:
         raise InvalidSettingError(f"fps={fps!r} is not allowed. Allowed frame rates: {allowed(FPS_CHOICES)}.")
 
 
-def settings_for(mode: str, preset: str = "default", *, model: str = "", **overrides: Any) -> AudiovisualSettings:
-    """The settings for one mode under a named preset, with validated overrides (`_OVERRIDES`; an invalid value
-    raises `InvalidSettingError` naming the allowed ones). A published checkpoint's `model` brings its own defaults
-    and limits (`helpers.models`)."""
+def _size(p: Preset, is_image: bool, given: dict[str, Any], published_tier: int) -> tuple[int, int]:
+    """The picture's size: width and height as given, or the tier (TIER, else the preset's, else the checkpoint's
+    published one) at the aspect ratio (16:9 for a video, 1:1 for an image); a published image without either is
+    NVIDIA's 1024x1024."""
+    if ("width" in given) != ("height" in given):
+        raise InvalidSettingError("Give width and height together (or neither, to use the preset's size).")
+    tier = check_tier(given.get("tier"))
+    if "width" in given:
+        if tier is not None or "aspect_ratio" in given:
+            raise InvalidSettingError("Give either width and height, or tier and aspect_ratio, not both.")
+        return given["width"], given["height"]
+    tier = tier or p.tier
+    if is_image and tier is None and "aspect_ratio" not in given:
+        return PUBLISHED_IMAGE_SIZE
+    return size_for(tier or published_tier, given.get("aspect_ratio", "1:1" if is_image else "16:9"))
+
+
+def settings_for(
+    task: str, preset: str = "published", *, seed: int = 0, model: str = "", **overrides: Any
+) -> AudiovisualSettings:
+    """The settings of one mode (`task`: "t2v", "i2v", ...) under a named preset, with validated overrides
+    (`_OVERRIDES`; an invalid value raises `InvalidSettingError` naming the allowed ones). A published checkpoint's
+    `model` brings its own defaults and limits (`helpers.models`)."""
+    mode = task
     if mode not in MODES:
         raise InvalidSettingError(f"Unknown mode {mode!r}. Allowed modes: {allowed(MODES)}.")
     unknown = sorted(set(overrides) - set(_OVERRIDES))
     if unknown:
         raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {allowed(_OVERRIDES)}.")
-    p = get_preset(preset)
+    p = get_preset(PRESETS, preset)
     given = {k: v for k, v in overrides.items() if v is not None}
     is_image = mode == "t2i"
-
-    if ("width" in given) != ("height" in given):
-        raise InvalidSettingError("Give width and height together (or neither, to use the preset's size).")
-    if "width" in given and ("tier" in given or "aspect_ratio" in given):
-        raise InvalidSettingError("Give either width and height, or tier and aspect_ratio, not both.")
-    if "tier" in given or "aspect_ratio" in given:
-        tier = given.get("tier", "480p" if is_image else _tier_of(p.video_size) or "480p")
-        width, height = size_for(tier, given.get("aspect_ratio", "16:9"))
-    elif "width" in given:
-        width, height = given["width"], given["height"]
-    else:
-        width, height = p.image_size if is_image else p.video_size
+    variant = models.variant(model)
+    width, height = _size(p, is_image, given, max(variant.tiers) if variant else PUBLISHED_TIER)
     check_size(width, height)
 
     enable_sound = bool(given.get("enable_sound", mode in SOUND_MODES))
@@ -281,27 +233,22 @@ def settings_for(mode: str, preset: str = "default", *, model: str = "", **overr
         if enable_sound:
             raise InvalidSettingError("Sound needs a video: use mode 't2v_sound' or 'i2v_sound', not 't2i'.")
         num_frames = 1
-        steps, guidance, shift = p.image_steps, p.image_guidance_scale, p.image_flow_shift
+        steps, guidance, shift = p.steps or PUBLISHED_IMAGE_STEPS, IMAGE_GUIDANCE, IMAGE_FLOW_SHIFT
     else:
-        num_frames = given.get("num_frames", p.num_frames)
+        num_frames = given.get("num_frames", p.num_frames or PUBLISHED_FRAMES)
         check_num_frames(num_frames, width, height)
-        steps, guidance, shift = p.steps, p.guidance_scale, p.flow_shift
-    fps = given.get("fps", p.fps)
+        steps, guidance, shift = p.steps or PUBLISHED_STEPS, GUIDANCE, FLOW_SHIFT
+    fps = given.get("fps", FPS)
     check_fps(fps)
 
-    steps = given.get("num_inference_steps", steps)
-    if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= 200:
-        raise InvalidSettingError(f"num_inference_steps={steps!r} is not allowed: use a whole number from 1 to 200.")
+    steps = check_steps(given.get("num_inference_steps", steps))
     guidance = float(given.get("guidance_scale", guidance))
     if not 0.0 <= guidance <= 20.0:
         raise InvalidSettingError(f"guidance_scale={guidance} is not allowed: use 0 to 20 (1 turns guidance off).")
     shift = float(given.get("flow_shift", shift))
     if shift <= 0:
         raise InvalidSettingError(f"flow_shift={shift} is not allowed: use a positive number (video 10, image 3).")
-    seed = given.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
-        raise InvalidSettingError(f"seed={seed!r} is not allowed: use a whole number from 0 to 2**63-1.")
-    if (v := models.variant(model)) is not None:
+    if (v := variant) is not None:
         steps, guidance, shift, (width, height) = _for_variant(
             v, model, mode, given, steps, guidance, shift, width, height
         )
@@ -321,7 +268,7 @@ def settings_for(mode: str, preset: str = "default", *, model: str = "", **overr
         num_inference_steps=steps,
         guidance_scale=guidance,
         flow_shift=shift,
-        seed=seed,
+        seed=check_seed(seed),
         enable_sound=enable_sound,
         preset=p.name,
     )
@@ -351,10 +298,10 @@ def _for_variant(
     tier = _tier_of((width, height))
     if tier is not None and tier not in v.tiers:
         raise InvalidSettingError(
-            f"MODEL={model!r} makes {allowed(v.tiers)} videos; {width}x{height} is {tier}: "
+            f"MODEL={model!r} makes {allowed(v.tiers)} videos; {width}x{height} is {tier}p: "
             f"set TIER to one of those (or PRESET='draft')."
         )
-    if mode == "t2i" and (width, height) == (1024, 1024) and "width" not in given:
+    if mode == "t2i" and (width, height) == PUBLISHED_IMAGE_SIZE and "width" not in given:
         width, height = v.image_size
     if mode != "t2i":
         guidance, shift = given.get("guidance_scale", v.guidance_scale), given.get("flow_shift", v.flow_shift)
@@ -369,15 +316,17 @@ def _for_variant(
 
 
 def settings_for_modes(
-    modes: str | list[str], preset: str = "default", *, model: str = "", **overrides: Any
+    modes: str | list[str], preset: str = "published", *, seed: int = 0, model: str = "", **overrides: Any
 ) -> dict[str, AudiovisualSettings]:
-    """`{mode: settings}` for comma-separated modes, in order, with the same overrides; an empty tier or aspect
-    ratio (a notebook parameter left empty) means the preset's own size."""
-    given = {k: v for k, v in overrides.items() if v not in ("", None)}
-    return {mode: settings_for(mode, preset, model=model, **given) for mode in parse_modes(modes)}
+    """`{mode: settings}` for comma-separated modes, in order, with the same overrides; an empty aspect ratio or a
+    TIER of 0 (a notebook parameter left as it is) means the preset's own size."""
+    given = {k: v for k, v in overrides.items() if v not in ("", 0, None)}
+    return {mode: settings_for(mode, preset, seed=seed, model=model, **given) for mode in parse_modes(modes)}
 
 
-def distilled_settings(model: str, preset: str = "default", **overrides: Any) -> dict[str, AudiovisualSettings]:
+def distilled_settings(
+    model: str, preset: str = "published", *, seed: int = 0, **overrides: Any
+) -> dict[str, AudiovisualSettings]:
     """`{mode: settings}` for a 4-step checkpoint (`DISTILLED_MODEL`): each mode it makes, at the preset's size, with
     its own 4 steps and no guidance. Empty for an empty `model`; a local folder is taken to make both."""
     if not model:
@@ -386,10 +335,10 @@ def distilled_settings(model: str, preset: str = "default", **overrides: Any) ->
     modes = found.modes if found is not None and found.modes is not None else ("t2i", "i2v")
     if found is None or found.fixed_steps is None:
         overrides = {**overrides, "num_inference_steps": 4, "guidance_scale": 1.0}
-    return settings_for_modes(",".join(modes), preset, model=model, **overrides)
+    return settings_for_modes(",".join(modes), preset, seed=seed, model=model, **overrides)
 
 
-def _tier_of(size: tuple[int, int]) -> str | None:
+def _tier_of(size: tuple[int, int]) -> int | None:
     for tier, by_ratio in SIZES.items():
         if size in by_ratio.values():
             return tier

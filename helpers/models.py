@@ -22,8 +22,8 @@ class Variant:
     size: str
     gpus: str
     modes: tuple[str, ...] | None = None
-    tiers: tuple[str, ...] = ("256p", "480p", "720p")
-    max_frames: int | None = None  # None: NVIDIA's per-tier caps (`presets.TIER_MAX_FRAMES`)
+    tiers: tuple[int, ...] = (256, 480, 720)  # the largest is its published tier
+    max_frames: int | None = None  # None: NVIDIA's per-tier caps (`audiovisual_settings.TIER_MAX_FRAMES`)
     guidance_scale: float = 6.0
     flow_shift: float = 10.0
     image_size: tuple[int, int] = (1024, 1024)
@@ -98,7 +98,7 @@ VARIANTS: dict[str, Variant] = {
             "about 4 B",
             "one 24 GB GPU",
             modes=("t2i", "t2v", "i2v"),
-            tiers=("256p", "480p"),
+            tiers=(256, 480),
             max_frames=121,
             guidance_scale=5.0,
             flow_shift=3.0,
@@ -108,6 +108,9 @@ VARIANTS: dict[str, Variant] = {
     )
 }
 SHORT_NAMES = {"nano": "nvidia/Cosmos3-Nano", "super": "nvidia/Cosmos3-Super", "edge": "nvidia/Cosmos3-Edge"}
+DEFAULT_MODEL = "nvidia/Cosmos3-Nano"
+# The notebook parameter that takes a 4-step checkpoint (audiovisual/run_with_diffusers.ipynb); every other takes none.
+DISTILLED_PARAMETER = "DISTILLED_MODEL"
 
 
 def split(model: str) -> tuple[str, str | None]:
@@ -129,6 +132,12 @@ TINY_DISTILLED = Variant(
 )
 
 
+def published_id(model: str) -> tuple[str, str | None]:
+    """(Hugging Face id, revision) of `MODEL`, refusing a revision that a published checkpoint does not publish."""
+    variant(model)
+    return split(model)
+
+
 def variant(model: str) -> Variant | None:
     """The published checkpoint `MODEL` names (any revision), `TINY_DISTILLED`, or None for a local folder, `tiny` or
     another id."""
@@ -140,18 +149,6 @@ def variant(model: str) -> Variant | None:
         offered = "'@fp8'" if found.fp8_revision else "none"
         raise InvalidSettingError(f"MODEL={model!r}: {model_id} has no revision {revision!r}. Revisions: {offered}.")
     return found
-
-
-def needs_a_gpu(model: str, what: str, parameter: str = "MODEL") -> str:
-    """The message for a published checkpoint asked for on a machine without a GPU, before anything is downloaded.
-    `what` says what needs the GPU ("it", "its server"); `parameter` is the notebook parameter that named it."""
-    offline = "tiny-distilled" if parameter == "DISTILLED_MODEL" else "tiny"
-    return (
-        f"{parameter}={model!r} is a published Cosmos 3 checkpoint (Nano alone is 16 B parameters, about 32 GB) and "
-        f"{what} needs an NVIDIA GPU, but this machine has none. Nothing was downloaded. Without a GPU, set "
-        f'{parameter} = "{offline}" and PRESET = "smoke": an offline random-weight checkpoint of the same design. '
-        '(DEVICE = "cpu" would run the real one on the CPU anyway, at hours per video.)'
-    )
 
 
 POLICY_DROID = "nvidia/Cosmos3-Nano-Policy-DROID"

@@ -19,22 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from helpers import actions, environment, media
-from helpers.action_settings import ActionSettings
-from helpers.audiovisual_settings import AudiovisualSettings
 from helpers.errors import MediaError, OutOfMemoryAdviceError, SoundNotSupportedError
-from helpers.transfer_settings import TransferSettings
+from helpers.settings import PRESET_MEANINGS, Settings
 
 MANIFEST_NAME = "manifest.json"
-SMALLER_PRESET = {"quality": "default", "default": "draft", "draft": "smoke"}
 
 
-def oom_advice(settings: AudiovisualSettings, exc: BaseException) -> OutOfMemoryAdviceError:
-    smaller = SMALLER_PRESET.get(settings.preset)
+def oom_advice(settings: Settings, exc: BaseException) -> OutOfMemoryAdviceError:
+    names = list(PRESET_MEANINGS)
+    smaller = names[names.index(settings.preset) - 1] if names.index(settings.preset) else None
     hint = f"PRESET={smaller!r}" if smaller else "a smaller size or fewer frames"
     return OutOfMemoryAdviceError(
-        f"Out of accelerator memory generating {settings.mode} at {settings.size}, {settings.num_frames} frames "
-        f"(preset {settings.preset!r}). Try {hint}, or free memory held by other notebooks. Original error: "
-        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        f"Out of accelerator memory generating {settings.mode}, {settings.num_frames} frames (PRESET="
+        f"{settings.preset!r}). Try {hint} or SPEED='low_vram', or free memory held by other notebooks. Original "
+        f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
     )
 
 
@@ -133,7 +131,7 @@ class Run:
         self,
         mode: str,
         file: str | os.PathLike[str],
-        settings: AudiovisualSettings | ActionSettings | TransferSettings | None = None,
+        settings: Settings | None = None,
         seconds: float | None = None,
         **extra: Any,
     ) -> Output:
@@ -183,7 +181,7 @@ class Run:
         self._write_manifest()
         return output
 
-    def add_actions(self, name: str, array: Any, settings: ActionSettings, **about: Any) -> Path:
+    def add_actions(self, name: str, array: Any, settings: Any, **about: Any) -> Path:
         """Write an action file pair `<name>.npy` + `<name>.json` (`helpers.actions.write`: the settings' domain,
         task, frame rate and units, plus `about`) and add both. Returns the `.npy` path."""
         about = {"domain_name": settings.domain_name, "task": settings.task, "fps": settings.fps, **about}
@@ -206,9 +204,10 @@ class Run:
         return stem
 
     @contextlib.contextmanager
-    def generation(self, settings: AudiovisualSettings, name: str | None = None) -> Iterator[Generation]:
-        """Time one generation, turn an out-of-memory error into advice, and record what it saves, in files named
-        after `name` (default: the settings' mode, as `t2v.mp4`)."""
+    def generation(self, settings: Settings, name: str | None = None) -> Iterator[Generation]:
+        """Time one generation of any family's settings, turn an out-of-memory error into advice, and record what it
+        saves (the file, its settings, the seconds and the peak accelerator memory), in files named after `name`
+        (default: the settings' mode, as `t2v.mp4`). Every notebook records its generations this one way."""
         environment.peak_memory_gib(reset=True)
         mode = name or settings.mode
         gen = Generation(self, mode, settings)
@@ -248,7 +247,7 @@ def summary_of(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
 class Generation:
     """Handle given by `Run.generation`: saves the pipeline output and records it."""
 
-    def __init__(self, run: Run, mode: str, settings: AudiovisualSettings):
+    def __init__(self, run: Run, mode: str, settings: Settings):
         self.run = run
         self.mode = mode
         self.stem = run.free_stem(mode)  # the files' name
@@ -260,6 +259,13 @@ class Generation:
     @property
     def seconds(self) -> float:
         return time.perf_counter() - self.started
+
+    @property
+    def file(self) -> Path:
+        """The first file this generation saved (the video or the picture)."""
+        if not self.outputs:
+            raise MediaError(f"The {self.mode} generation has saved nothing yet: call gen.save(output) first.")
+        return self.run.path / self.outputs[0].path
 
     def _record(self, file: Path, seconds: float, extra: dict[str, Any]) -> None:
         extra = {**self.extra, "peak_memory_gib": round(environment.peak_memory_gib(), 3), **extra}
@@ -285,7 +291,7 @@ class Generation:
             raise SoundNotSupportedError(f"Sound was asked for in {self.mode!r} but the pipeline returned none.")
         if s.enable_sound and not rate:
             raise SoundNotSupportedError(
-                "Sound needs the sample rate: set run.sample_rate (the checkpoint's, e.g. calls.sample_rate(pipe))."
+                "Sound needs the sample rate: set run.sample_rate (the checkpoint's: diffusers_pipe.sample_rate(pipe))."
             )
         mp4 = self.run.file_for(self.stem, ".mp4")
         self._record(media.write_video(mp4, frames, s.fps, audio=sound, sample_rate=rate), seconds, extra)

@@ -2,8 +2,9 @@
 
 Cosmos 3 transfer generates a clip from a caption and one or more control videos ("hints"): a Canny edge map, a
 blurred reference, a depth map, a segmentation map or a world-scenario map. `settings_for` picks the frames, frame
-rate, chunking, guidance and control guidance for a set of hints under a size preset (`smoke`, `draft`,
-`default`), each value with its source (`HINTS`, docs/transfer.md). `load_control` reads a control video and
+rate, chunking, guidance and control guidance for a set of hints under a preset (`smoke`, `draft`, `published`: the
+shape and the names every family shares, `helpers.settings`), each value with its source (`HINTS`,
+docs/transfer.md). `load_control` reads a control video and
 `check_controls` refuses controls the model cannot take (an unknown hint, the wrong size, too few frames) before
 anything is loaded or sent. Both backends read the same `TransferSettings`.
 """
@@ -17,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers import media
+from helpers import media, models
 from helpers.canvases import CANVASES, canvas, check_tier
 from helpers.errors import InvalidSettingError, MediaError, allowed
+from helpers.settings import Preset, check_seed, check_steps, get_preset, largest_canvas, presets
 
 _VLLM = "vLLM-Omni 0.30.0's transfer defaults for a single hint (TRANSFER_DEFAULTS)"
 _NVIDIA = "NVIDIA's Cosmos 3 transfer cookbook (cookbooks/cosmos3/generator/transfer/)"
@@ -69,24 +71,12 @@ STEPS, FLOW_SHIFT = 50, 10.0  # NVIDIA's transfer calls; vLLM-Omni's transfer de
 NUM_CONDITIONAL_FRAMES = 1  # each chunk after the first starts from the last frame of the one before
 
 
-@dataclass(frozen=True)
-class TransferPreset:
-    """How big and how long: `num_frames` None keeps the hint's own length."""
-
-    name: str
-    tier: int
-    num_frames: int | None
-    steps: int
-
-
-PRESETS: dict[str, TransferPreset] = {
-    p.name: p
-    for p in (
-        TransferPreset("smoke", 256, 9, 2),  # random weights on a CPU: every call in seconds
-        TransferPreset("draft", 256, None, 20),  # the full clip on the smallest tier
-        TransferPreset("default", 720, None, STEPS),  # NVIDIA's settings
-    )
-}
+PUBLISHED_TIER = 720  # NVIDIA's transfer examples
+PRESETS: dict[str, Preset] = presets(
+    Preset("smoke", tier=256, num_frames=9, steps=2),
+    Preset("draft", tier=256, num_frames=None, steps=20),
+    Preset("published", tier=None, num_frames=None, steps=None),
+)
 
 
 @dataclass(frozen=True)
@@ -104,10 +94,28 @@ class TransferSettings:
     control_guidance: float
     flow_shift: float
     seed: int
+    preset: str
+
+    is_image = False  # a transfer makes a video, without sound
+    enable_sound = False
 
     @property
     def name(self) -> str:
         return "+".join(self.hints)
+
+    @property
+    def mode(self) -> str:
+        return self.name
+
+    @property
+    def duration_s(self) -> float:
+        return self.num_frames / self.fps
+
+    @property
+    def pixel_frames(self) -> int:
+        """At most: the tier's largest canvas for every frame."""
+        width, height = largest_canvas(self.resolution_tier)
+        return width * height * self.num_frames
 
     @property
     def num_chunks(self) -> int:
@@ -164,13 +172,18 @@ def check_hints(hints: Sequence[str] | str) -> tuple[str, ...]:
 
 
 def settings_for(
-    hints: Sequence[str] | str, preset: str = "default", *, seed: int = 0, **overrides: Any
+    task: Sequence[str] | str, preset: str = "published", *, seed: int = 0, model: str = "", **overrides: Any
 ) -> TransferSettings:
-    """The settings of one transfer generation with these hints under a size preset, with validated overrides
-    (each error names the field and the allowed values)."""
-    ordered = check_hints(hints)
-    if preset not in PRESETS:
-        raise InvalidSettingError(f"PRESET={preset!r} is not a transfer preset. Allowed: {allowed(PRESETS)}.")
+    """The settings of one transfer generation with these hints (`task`: "edge", or ["edge", "depth"]) under a
+    preset, with validated overrides (each error names the field and the allowed values). A published checkpoint
+    without transfer (`model`: a 4-step one) is refused."""
+    ordered = check_hints(task)
+    p = get_preset(PRESETS, preset)
+    if (v := models.variant(model)) is not None and v.fixed_steps is not None:
+        raise InvalidSettingError(
+            f"MODEL={model!r} is a 4-step distilled checkpoint, which makes images and image-to-video only: use a "
+            "full checkpoint (nvidia/Cosmos3-Nano) for transfer."
+        )
     for key in overrides:
         if key in _NOT_WITH_TRANSFER:
             raise InvalidSettingError(
@@ -182,7 +195,6 @@ def settings_for(
     if unknown:
         raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {allowed(_OVERRIDES)}.")
     given = {k: v for k, v in overrides.items() if v is not None}
-    p = PRESETS[preset]
     first = HINTS[ordered[0]]
     single = len(ordered) == 1
     num_frames = int(given.get("num_frames", p.num_frames or first.num_frames))
@@ -203,9 +215,7 @@ def settings_for(
     fps = int(given.get("fps", first.fps))
     if not 1 <= fps <= 60:
         raise InvalidSettingError(f"fps={fps} is out of range: 1 to 60 (NVIDIA's: {first.fps}; use the control's).")
-    steps = int(given.get("num_inference_steps", p.steps))
-    if not 1 <= steps <= 200:
-        raise InvalidSettingError(f"num_inference_steps={steps} is out of range: 1 to 200.")
+    steps = check_steps(given.get("num_inference_steps", p.steps or STEPS))
     guidance = float(given.get("guidance_scale", first.guidance_scale if single else HINTS["edge"].guidance_scale))
     control = float(given.get("control_guidance", first.control_guidance if single else MULTI_CONTROL_GUIDANCE))
     for field, value in (("guidance_scale", guidance), ("control_guidance", control)):
@@ -222,12 +232,13 @@ def settings_for(
         fps=fps,
         num_video_frames_per_chunk=chunk,
         num_conditional_frames=overlap,
-        resolution_tier=check_tier(int(given.get("resolution_tier", p.tier)), "transfer"),
+        resolution_tier=check_tier(int(given.get("resolution_tier", p.tier or PUBLISHED_TIER)), "transfer"),
         num_inference_steps=steps,
         guidance_scale=guidance,
         control_guidance=control,
         flow_shift=shift,
-        seed=seed,
+        seed=check_seed(seed),
+        preset=p.name,
     )
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cookbook_tools import notebooks
 
+from cookbook_tools import notebooks
 from helpers import action_settings, actions, assets, canvases, media
 
 ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR

@@ -36,7 +36,7 @@ def tiny_pipe(_isolated_cache: Path):
 
 def notebook_call(pipe):
     """The audiovisual Diffusers notebook's own `generate`, defined by running its `call` cell on `pipe`."""
-    from cookbook_tools import lessons
+    from tuning import lessons
 
     return lessons.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cookbook_tools.lessons import cell
+from tuning.lessons import cell
 
 # What a reader who pastes a cell elsewhere does not have.
 COOKBOOK_PACKAGES = ("helpers", "checkpoints", "local_server", "tuning", "generation_form", "cookbook_tools")

@@ -12,10 +12,10 @@ from typing import Any
 
 import nbformat
 import numpy as np
-from cookbook_tools import notebooks
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
+from cookbook_tools import notebooks
 from helpers import audiovisual_settings, media
 from helpers.assets import notebook_path
 

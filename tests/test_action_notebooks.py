@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cookbook_tools import notebooks
 
+from cookbook_tools import notebooks
 from helpers import action_settings, actions, assets, media
 from helpers.assets import notebook_path
 from tests.action_checks import ACTION_DIFFUSERS, ACTION_VLLM, ROLLOUT_CHUNKS, check_action_run
@@ -82,7 +82,8 @@ def _seed_one(pipe: object, folder: Path, monkeypatch: pytest.MonkeyPatch) -> di
     files): videos written by the notebook's writer and decoded, actions as the notebook writes them."""
     monkeypatch.syspath_prepend(str(notebook_path(ACTION_DIFFUSERS).parents[4] / "support" / "benchmarks"))
     import action_tasks
-    from cookbook_tools import lessons
+
+    from tuning import lessons
     from tuning.pipelines import load_pipeline
 
     tasks = {name: rest for name, *rest in action_tasks.tasks("smoke")}
@@ -144,7 +145,8 @@ def test_the_benchmark_runs_the_notebooks_act_on_what_the_notebook_gives_it(
     # must make the notebook's file for the same task.
     monkeypatch.syspath_prepend(str(notebook_path(ACTION_DIFFUSERS).parents[4] / "support" / "benchmarks"))
     import action_tasks
-    from cookbook_tools import lessons
+
+    from tuning import lessons
 
     name, s, picture, chunk = next(t for t in action_tasks.tasks("smoke") if t[0] == "fd_droid")
     act = lessons.define(ACTION_DIFFUSERS, pipe=tiny_pipe[0])["act"]
@@ -168,8 +170,7 @@ s = types.SimpleNamespace(
 
 @pytest.mark.slow
 def test_the_diffusers_lesson_cells_run_without_the_cookbook(tmp_path: Path, _isolated_cache: Path) -> None:
-    from checkpoints import ensure_tiny_checkpoint
-
+    from checkpoints.random_weights import ensure_tiny_checkpoint
     from tests.lesson_cells import run_outside_the_cookbook
 
     then = (

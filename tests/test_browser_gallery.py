@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from cookbook_tools import gallery as gallery_page
 from cookbook_tools import notebooks
-
 from tests.browser import (
     assert_frames_decode,
     assert_playable,

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import checkpoints
 import papermill
 import pytest
-from cookbook_tools import notebooks
 
+from checkpoints import random_weights
+from cookbook_tools import notebooks
 from helpers.assets import notebook_path
 from tests.notebook_checks import ALL_MODES, check_run, error_outputs, printed, run_nbmake
 
@@ -71,7 +71,7 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(audio
     # Looking inside the denoising: the estimate after the first step and after the last (smoke: 2 steps).
     assert notebooks.run_info(executed)["estimate_steps"] == ["step 1", "step 2"]
     # The 4-step section ran the distilled pipeline on the checkpoint's own noise levels, not a scheduler of ours.
-    sigmas = checkpoints.published()["variants"]["distilled"]["modular"]["distilled_sigmas"]
+    sigmas = random_weights.published()["variants"]["distilled"]["modular"]["distilled_sigmas"]
     assert f"tiny-distilled: FlowMatchEulerDiscreteScheduler at {sigmas}" in printed(executed)
 
 
@@ -132,8 +132,7 @@ print("RESULT " + json.dumps({"video": list(out.video.shape), "sound": list(out.
 
 @pytest.mark.slow
 def test_the_quickstart_and_the_call_run_pasted_into_a_python_file_without_the_cookbook(tmp_path, _isolated_cache):
-    from checkpoints import ensure_tiny_checkpoint
-
+    from checkpoints.random_weights import ensure_tiny_checkpoint
     from helpers import media
     from tests.lesson_cells import run_outside_the_cookbook
 

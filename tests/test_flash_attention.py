@@ -14,10 +14,10 @@ from diffusers.models.attention_dispatch import (
     _AttentionBackendRegistry,
     dispatch_attention_fn,
 )
-from tuning import flash_attention, pipelines, speed
-from tuning.pipelines import load_pipeline
 
 from helpers import audiovisual_settings
+from tuning import flash_attention, pipelines, speed
+from tuning.pipelines import load_pipeline
 
 
 def test_cpu_is_refused_with_a_reason():

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tuning import fp8, pipelines, speed
-from tuning.pipelines import load_pipeline
 
 from helpers.errors import InvalidSettingError
+from tuning import fp8, pipelines, speed
+from tuning.pipelines import load_pipeline
 
 hopper = pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9, reason="needs a Hopper GPU"

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from cookbook_tools import notebooks
 
+from cookbook_tools import notebooks
 from helpers import audiovisual_settings
 from tests.action_checks import ROLLOUT_CHUNKS, check_action_run
 from tests.notebook_checks import (

@@ -6,44 +6,45 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import checkpoints
 import pytest
-from checkpoints import loading
-from local_server import serve
 
+import checkpoints
+from checkpoints import random_weights
+from checkpoints.resolver import choose_dtype
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
+from local_server import serve
 
 
 def test_unreachable_hub_id_says_how_to_download_and_authenticate(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelUnavailableError) as err:
-        loading.resolve("nvidia/Cosmos3-Nano-does-not-exist", guardrails="off", device="cpu")
+        checkpoints.resolve("nvidia/Cosmos3-Nano-does-not-exist", guardrails="off", device="cpu")
     message = str(err.value)
     assert "hf auth login" in message and "hf download nvidia/Cosmos3-Nano" in message and "MODEL='tiny'" in message
 
 
 def test_malformed_model_name_is_reported_the_same_way():
     with pytest.raises(ModelUnavailableError, match="hf download"):
-        loading.resolve("not a model id", guardrails="off", device="cpu")
+        checkpoints.resolve("not a model id", guardrails="off", device="cpu")
 
 
 def test_local_folder_without_model_index_is_named(tmp_path):
     with pytest.raises(ModelUnavailableError, match="MODEL=.* no model_index.json"):
-        loading.resolve(str(tmp_path), guardrails="off", device="cpu")
+        checkpoints.resolve(str(tmp_path), guardrails="off", device="cpu")
 
 
 def test_a_missing_local_folder_is_about_the_model_not_the_guardrails(monkeypatch, tmp_path):
     # The model is resolved first: a typo in MODEL must not read as "install cosmos_guardrail".
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelUnavailableError, match="no folder at"):
-        loading.resolve(str(tmp_path / "no-such-checkpoint"), device="cpu")
+        checkpoints.resolve(str(tmp_path / "no-such-checkpoint"), device="cpu")
 
 
 @pytest.mark.parametrize("model", ["./cosmos3-missing", "../models/Cosmos3-Nano", "~/no-such/Cosmos3", "a/b/c"])
 def test_a_path_that_is_not_there_says_so_and_names_it(model):
     """Tried as a new user would: before, "./cosmos3-missing" answered "Repo id must use alphanumeric chars"."""
     with pytest.raises(ModelUnavailableError) as err:
-        loading.resolve(model, guardrails="off", device="cpu")
+        checkpoints.resolve(model, guardrails="off", device="cpu")
     message = str(err.value)
     assert f"MODEL={model!r} is written as a path, and there is no folder at" in message
     assert str(Path(model).expanduser().absolute()) in message and "Repo id" not in message
@@ -51,13 +52,12 @@ def test_a_path_that_is_not_there_says_so_and_names_it(model):
 
 @pytest.mark.parametrize("model", ["./cosmos3-missing", "a/b/c", "C:\\models\\Cosmos3-Nano", "models\\Nano"])
 def test_the_server_reads_a_model_name_as_the_notebook_does(model):
-    """Both backends decide what MODEL names in one place: a Windows path is a path for the server too, refused for
-    the missing folder it is, not sent to the Hub as an id."""
+    """Both backends resolve MODEL with one resolver: a Windows path is a path for the server too, refused for the
+    missing folder it is, not sent to the Hub as an id."""
     with pytest.raises(ModelUnavailableError, match="written as a path"):
-        loading.resolve(model, guardrails="off", device="cpu")
-    with pytest.raises(ModelUnavailableError, match="is a path, and there is no checkpoint"):
-        serve.resolve_model(model)
-    assert serve.resolve_model("nvidia/Cosmos3-Nano@fp8")[0] == ["nvidia/Cosmos3-Nano", "--revision", "fp8"]
+        checkpoints.resolve(model, guardrails="off", device="cpu")
+    with pytest.raises(ModelUnavailableError, match="written as a path"):
+        serve.command(model, [], gpu=False)
 
 
 def test_the_guardrail_package_is_checked_before_any_download(monkeypatch):
@@ -69,7 +69,7 @@ def test_the_guardrail_package_is_checked_before_any_download(monkeypatch):
         pytest.skip("cosmos_guardrail is installed here")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(GuardrailsUnavailableError, match="pip install cosmos_guardrail"):
-        loading.resolve("nvidia/Cosmos3-Nano", device="cpu")
+        checkpoints.resolve("nvidia/Cosmos3-Nano", device="cpu")
 
 
 def _cached_snapshot(hf_home: Path, repo_id: str, folder: Path) -> Path:
@@ -85,11 +85,17 @@ def _cached_snapshot(hf_home: Path, repo_id: str, folder: Path) -> Path:
 def test_a_hub_id_resolves_through_the_hugging_face_cache(monkeypatch, tmp_path):
     import huggingface_hub.constants
 
-    snapshot = _cached_snapshot(tmp_path, "acme/cosmos3-test", checkpoints.ensure_tiny_checkpoint())
+    snapshot = _cached_snapshot(tmp_path, "acme/cosmos3-test", random_weights.ensure_tiny_checkpoint())
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    checkpoint = loading.resolve("acme/cosmos3-test", guardrails="off", device="cpu")
+    checkpoint = checkpoints.resolve("acme/cosmos3-test", guardrails="off", device="cpu")
     assert (checkpoint.source, Path(checkpoint.path)) == ("hub", snapshot)
+    # The server serves the same folder, under the id: a revision (`@fp8`) is the folder it was downloaded to.
+    monkeypatch.setenv(serve.DEVICE_ENV, "cpu")  # a Hub id on a CPU server, asked for on purpose
+    command = serve.command("acme/cosmos3-test", [], gpu=False)
+    assert command[2:4] == [str(snapshot), "--omni"] and command[command.index("--served-model-name") + 1] == (
+        "acme/cosmos3-test"
+    )
 
 
 class _Hub(BaseHTTPRequestHandler):
@@ -132,7 +138,7 @@ def hub(monkeypatch):
 def test_a_gated_checkpoint_is_reported_before_any_download_with_the_licence_to_accept(hub):
     hub("nvidia/Cosmos3-Nano")
     with pytest.raises(ModelUnavailableError) as err:
-        loading.resolve("nvidia/Cosmos3-Nano", guardrails="off", device="cpu")
+        checkpoints.resolve("nvidia/Cosmos3-Nano", guardrails="off", device="cpu")
     message = str(err.value)
     assert "gated" in message and "Accept the licence on https://huggingface.co/nvidia/Cosmos3-Nano" in message
 
@@ -144,7 +150,7 @@ def test_gated_guardrail_models_are_reported_before_the_checkpoint_is_downloaded
     monkeypatch.setattr(diffusers.utils, "is_cosmos_guardrail_available", lambda: True)
     hub("nvidia/Cosmos-1.0-Guardrail")
     with pytest.raises(GuardrailsUnavailableError) as err:
-        loading.resolve("nvidia/Cosmos3-Nano", guardrails="on", device="cpu")
+        checkpoints.resolve("nvidia/Cosmos3-Nano", guardrails="on", device="cpu")
     message = str(err.value)
     assert "https://huggingface.co/nvidia/Cosmos-1.0-Guardrail" in message and 'GUARDRAILS="off"' in message
 
@@ -152,7 +158,7 @@ def test_gated_guardrail_models_are_reported_before_the_checkpoint_is_downloaded
 @pytest.mark.parametrize("model", ["nvidia/Cosmos3-Super-Text2Image-4Step", "nvidia/Cosmos3-Super-Image2Video-4Step"])
 def test_a_distilled_hub_id_is_refused_before_any_download_naming_the_pipeline_that_runs_it(model):
     with pytest.raises(InvalidSettingError, match="Cosmos3DistilledModularPipeline"):
-        loading.resolve(model, guardrails="off", device="cpu")
+        checkpoints.resolve(model, guardrails="off", device="cpu")
 
 
 def test_guardrails_without_the_package_say_how_to_install_or_turn_them_off(tmp_path):
@@ -162,13 +168,13 @@ def test_guardrails_without_the_package_say_how_to_install_or_turn_them_off(tmp_
         pytest.skip("cosmos_guardrail is installed here")
     (tmp_path / "model_index.json").write_text("{}")  # a real-looking local checkpoint: guardrails default on
     with pytest.raises(GuardrailsUnavailableError) as err:
-        loading.resolve(str(tmp_path), device="cpu")
+        checkpoints.resolve(str(tmp_path), device="cpu")
     assert "pip install cosmos_guardrail" in str(err.value) and 'GUARDRAILS="off"' in str(err.value)
 
 
 def test_a_guardrails_value_outside_the_choices_lists_them():
     with pytest.raises(InvalidSettingError, match="GUARDRAILS='yes' is not allowed.*'auto', 'on', 'off'"):
-        loading.resolve("tiny", guardrails="yes", device="cpu")
+        checkpoints.resolve("tiny", guardrails="yes", device="cpu")
 
 
 def test_asking_for_cuda_without_a_gpu_is_explained():
@@ -177,27 +183,27 @@ def test_asking_for_cuda_without_a_gpu_is_explained():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     with pytest.raises(InvalidSettingError, match="no CUDA GPU"):
-        loading.choose_device("cuda")
+        checkpoints.choose_device("cuda")
 
 
 def test_nano_random_on_a_cpu_is_refused_with_what_it_needs():
     with pytest.raises(InvalidSettingError, match="nano-random.*CUDA GPU.*MODEL='tiny'"):
-        loading.resolve("nano-random", device="cpu")
+        checkpoints.resolve("nano-random", device="cpu")
 
 
 def test_defaults_are_bf16_on_cuda_and_float32_on_cpu():
     import torch
 
-    assert loading.choose_dtype(torch.device("cuda")) == torch.bfloat16
-    assert loading.choose_dtype(torch.device("cpu")) == torch.float32
+    assert choose_dtype(torch.device("cuda")) == torch.bfloat16
+    assert choose_dtype(torch.device("cpu")) == torch.float32
 
 
 def test_tiny_resolves_to_a_folder_from_pretrained_reads_with_guardrails_off():
     import torch
     from diffusers import Cosmos3OmniPipeline
 
-    checkpoint = loading.resolve("tiny", device="cpu")
-    assert (checkpoint.source, checkpoint.dtype, checkpoint.guardrails) == ("tiny", torch.float32, False)
+    checkpoint = checkpoints.resolve("tiny", device="cpu")
+    assert (checkpoint.source, checkpoint.dtype, checkpoint.guardrails) == ("random", torch.float32, False)
     pipe = Cosmos3OmniPipeline.from_pretrained(checkpoint.path, dtype=checkpoint.dtype, enable_safety_checker=False)
     assert pipe.safety_checker is None and pipe.transformer.dtype == torch.float32
 
@@ -207,28 +213,29 @@ def test_a_distilled_folder_goes_to_distilled_model_by_what_its_files_name(tmp_p
     and as a local folder: as MODEL, `Cosmos3OmniPipeline` would load it without complaint and make wrong pictures,
     so it is refused with the parameter that takes it; as DISTILLED_MODEL it resolves."""
     with pytest.raises(InvalidSettingError, match="distilled.*Cosmos3DistilledModularPipeline.*DISTILLED_MODEL="):
-        loading.resolve("tiny-distilled", device="cpu")
-    folder = shutil.copytree(checkpoints.ensure_tiny_checkpoint(variant="tiny-distilled"), tmp_path / "super")
+        checkpoints.resolve("tiny-distilled", device="cpu")
+    folder = shutil.copytree(random_weights.ensure_tiny_checkpoint(variant="tiny-distilled"), tmp_path / "super")
     with pytest.raises(InvalidSettingError, match="its folder names Cosmos3DistilledModularPipeline"):
-        loading.resolve(str(folder), guardrails="off", device="cpu")
-    assert loading.resolve(str(folder), device="cpu", guardrails="off", parameter="DISTILLED_MODEL").path == str(folder)
+        checkpoints.resolve(str(folder), guardrails="off", device="cpu")
+    distilled = checkpoints.resolve(str(folder), device="cpu", guardrails="off", parameter="DISTILLED_MODEL")
+    assert distilled.path == str(folder)
     (folder / "modular_model_index.json").unlink()  # a download without the modular index: the scheduler tells
     with pytest.raises(InvalidSettingError, match="its folder names FlowMatchEulerDiscreteScheduler"):
-        loading.resolve(str(folder), guardrails="off", device="cpu")
+        checkpoints.resolve(str(folder), guardrails="off", device="cpu")
 
 
 def test_distilled_model_takes_4_step_checkpoints_only_and_says_so_before_any_download():
     from diffusers import Cosmos3DistilledModularPipeline
 
-    checkpoint = loading.resolve("tiny-distilled", device="cpu", parameter="DISTILLED_MODEL")
+    checkpoint = checkpoints.resolve("tiny-distilled", device="cpu", parameter="DISTILLED_MODEL")
     pipe = Cosmos3DistilledModularPipeline.from_pretrained(checkpoint.path)
     assert pipe.config["distilled_sigmas"] == [1.0, 0.9375, 0.8333333333333334, 0.625]
     for full in ("tiny", "nvidia/Cosmos3-Nano"):
         with pytest.raises(InvalidSettingError, match=f"DISTILLED_MODEL='{full}' is not a 4-step"):
-            loading.check(full, device="cpu", guardrails="off", parameter="DISTILLED_MODEL")
+            checkpoints.check(full, device="cpu", guardrails="off", parameter="DISTILLED_MODEL")
     # A published 4-step checkpoint on a machine without a GPU: the message names the parameter and its offline twin.
     with pytest.raises(ModelUnavailableError, match='DISTILLED_MODEL=.*needs an NVIDIA GPU.*DISTILLED_MODEL = "tiny-'):
-        loading.check("nvidia/Cosmos3-Super-Text2Image-4Step", parameter="DISTILLED_MODEL")
+        checkpoints.check("nvidia/Cosmos3-Super-Text2Image-4Step", parameter="DISTILLED_MODEL")
 
 
 def test_tiny_fp8_is_the_published_fp8_format_and_loads_as_diffusers_loads_it():
@@ -239,18 +246,19 @@ def test_tiny_fp8_is_the_published_fp8_format_and_loads_as_diffusers_loads_it():
     from diffusers import Cosmos3OmniPipeline
     from diffusers.pipelines.cosmos import mixed_precision
 
-    checkpoint = loading.resolve("tiny-fp8", device="cpu")
+    checkpoint = checkpoints.resolve("tiny-fp8", device="cpu")
     folder = Path(checkpoint.path)
     assert checkpoint.fp8 and (folder / "transformer" / "modelopt_state.pth").is_file()
     config = json.loads((folder / "transformer" / "config.json").read_text())
-    assert config["quantization_config"] == checkpoints.published()["fp8"]["quantization_config"]
-    checkpoints.fp8.enable_loading()
-    fp8 = Cosmos3OmniPipeline.from_pretrained(checkpoint.path, dtype=torch.float32, enable_safety_checker=False)
-    quantized = [n for n, m in fp8.transformer.named_modules() if mixed_precision._is_modelopt_fp8_linear(m)]
+    assert config["quantization_config"] == random_weights.published()["fp8"]["quantization_config"]
+    random_weights.enable_loading()
+    quantised = Cosmos3OmniPipeline.from_pretrained(checkpoint.path, dtype=torch.float32, enable_safety_checker=False)
+    quantized = [n for n, m in quantised.transformer.named_modules() if mixed_precision._is_modelopt_fp8_linear(m)]
     assert quantized and all(n.startswith("layers.") for n in quantized)
     for name in quantized:  # one tensorwise scale each, as diffusers' mixed precision requires
-        mixed_precision._validate_modelopt_fp8_linear(name, fp8.transformer.get_submodule(name))
-    bf16 = Cosmos3OmniPipeline.from_pretrained(loading.resolve("tiny", device="cpu").path, enable_safety_checker=False)
+        mixed_precision._validate_modelopt_fp8_linear(name, quantised.transformer.get_submodule(name))
+    tiny = checkpoints.resolve("tiny", device="cpu")
+    bf16 = Cosmos3OmniPipeline.from_pretrained(tiny.path, enable_safety_checker=False)
 
     def frames(pipe, seed):
         out = pipe(
@@ -265,7 +273,7 @@ def test_tiny_fp8_is_the_published_fp8_format_and_loads_as_diffusers_loads_it():
         return np.asarray(out.video, dtype=np.float32) * 255
 
     reference = frames(bf16, 0)
-    quantisation = float(np.abs(frames(fp8, 0) - reference).mean())
+    quantisation = float(np.abs(frames(quantised, 0) - reference).mean())
     seed = float(np.abs(frames(bf16, 1) - reference).mean())
     assert 0 < quantisation < seed / 4, (quantisation, seed)
     with pytest.raises(InvalidSettingError, match="a call of 8 steps has FP8 matrix products, which ModelOpt runs"):

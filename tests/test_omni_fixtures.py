@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-from cookbook_tools import contract
 
+from cookbook_tools import contract
 from local_server import omni_http
 from local_server.server import LocalServer
 from tests.conftest import SERVER_KEY

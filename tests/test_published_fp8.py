@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import checkpoints
 from diffusers.pipelines.cosmos import mixed_precision
 
-PUBLISHED = checkpoints.published()["fp8"]["quantization_config"]
+from checkpoints import random_weights
+
+PUBLISHED = random_weights.published()["fp8"]["quantization_config"]
 
 
 def _steps(num_steps: int, quantization_config: dict[str, Any] = PUBLISHED, **call: Any) -> list[str]:

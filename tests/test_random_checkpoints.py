@@ -13,15 +13,15 @@ import zipfile
 from importlib.resources import files
 from pathlib import Path
 
-import checkpoints as tiny_checkpoint
 import numpy as np
 import pytest
 import torch
 from transformers import AutoTokenizer
-from tuning import pipelines
 
+from checkpoints import random_weights as tiny_checkpoint
 from helpers import audiovisual_settings, diffusers_pipe, prompts
 from helpers.errors import SoundNotSupportedError
+from tuning import pipelines
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import papermill
 import pytest
-from cookbook_tools import notebooks
 
+from cookbook_tools import notebooks
 from helpers.errors import CookbookError, InvalidSettingError, MediaError
 from tests.notebook_checks import ReachedTheServer, media_files, printed, run_setup
 
@@ -123,7 +123,7 @@ def test_an_output_dir_that_cannot_be_written_is_named_before_the_model_loads(
 def test_a_checkpoint_without_action_heads_is_refused_at_set_up_naming_the_field(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from checkpoints import ensure_tiny_checkpoint
+    from checkpoints.random_weights import ensure_tiny_checkpoint
 
     folder = tmp_path / "no-action-heads"
     shutil.copytree(ensure_tiny_checkpoint(), folder)

@@ -9,11 +9,11 @@ import os
 
 import numpy as np
 import pytest
-from tuning import pipelines, speed
-from tuning.pipelines import load_pipeline
 
 from helpers import audiovisual_settings, prompts, speeds
 from helpers.errors import InvalidSettingError
+from tuning import pipelines, speed
+from tuning.pipelines import load_pipeline
 
 
 def _fresh_pipe():

@@ -13,16 +13,16 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from cookbook_tools import notebooks
-from cookbook_tools.lessons import cell
 from PIL import Image
 
+from cookbook_tools import notebooks
 from helpers import assets, media, prompts, transfer_settings
 from helpers.assets import notebook_path
 from tests.conftest import SERVER_KEY
 from tests.lesson_cells import run_outside_the_cookbook
 from tests.notebook_checks import SMOKE, execute_smoke, mean_frame_difference, printed, sections
 from tests.transfer_checks import TRANSFER_DIFFUSERS, TRANSFER_VLLM, VIDEOS, check_transfer_run
+from tuning.lessons import cell
 
 QUICKSTART = (320, 192, 9)  # the quickstart's literal size and length on the tiny checkpoint
 PROMPT = "A city street on a rainy evening: wet asphalt mirrors the shop lights, cars wait at the curb."  # the tour's
@@ -113,7 +113,8 @@ def test_the_benchmark_runs_the_notebooks_transfer_on_the_notebooks_pipeline(
     # with the notebook's depth control and smoke settings, that must make the notebook's file.
     monkeypatch.syspath_prepend(str(notebook_path(TRANSFER_DIFFUSERS).parents[4] / "support" / "benchmarks"))
     import transfer_tasks
-    from cookbook_tools import lessons
+
+    from tuning import lessons
 
     s = transfer_settings.settings_for("depth", "smoke")
     pipe = transfer_tasks.load("tiny", device="cpu", guardrails="off")
@@ -181,7 +182,7 @@ def _check_quickstart_file(path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_diffusers_lesson_cells_run_outside_the_cookbook(tmp_path: Path, _isolated_cache: Path) -> None:
-    from checkpoints import ensure_tiny_checkpoint
+    from checkpoints.random_weights import ensure_tiny_checkpoint
 
     _write_street_edges(tmp_path)
     variables = {"MODEL": str(ensure_tiny_checkpoint()), "DEVICE": "cpu", "SAFETY_CHECKER": False}

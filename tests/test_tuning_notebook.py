@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from cookbook_tools import notebooks
 
+from cookbook_tools import notebooks
 from tests.notebook_checks import check_tuning_run, error_outputs
 
 NAME = notebooks.TUNING

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-from cookbook_tools import notebooks
 
+from cookbook_tools import notebooks
 from helpers import media
 from helpers.assets import notebook_path
 from helpers.runs import MANIFEST_NAME
@@ -82,9 +82,8 @@ def test_papermill_run_against_the_real_server_writes_every_mode_and_every_file_
 def seed_difference(tiny_pipe, tmp_path_factory: pytest.TempPathFactory) -> float:
     """How far apart two smoke-size text-to-video MP4s are when only the seed differs (mean absolute difference of
     the decoded frames, 0-255): the scale against which the two backends' agreement is judged."""
-    from cookbook_tools import lessons
-
     from helpers import audiovisual_settings, prompts
+    from tuning import lessons
 
     generate = lessons.define("run_with_diffusers.ipynb", pipe=tiny_pipe[0])["generate"]  # the notebook's own call
     folder = tmp_path_factory.mktemp("seeds")

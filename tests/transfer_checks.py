@@ -10,8 +10,8 @@ from typing import Any
 
 import cv2
 import numpy as np
-from cookbook_tools import notebooks
 
+from cookbook_tools import notebooks
 from helpers import assets, media, transfer_settings
 
 TRANSFER_DIFFUSERS, TRANSFER_VLLM = notebooks.TRANSFER_PAIR

@@ -4,7 +4,7 @@ switch moves the output.
     python support/benchmarks/action_tasks.py --model nano-random --preset default \
         --out support/benchmarks/results/action_tasks_h200.json
 
-Each task runs through the action notebook's own `act` (its `call` cell, run by `cookbook_tools.lessons`) on the
+Each task runs through the action notebook's own `act` (its `call` cell, run by `tuning.lessons`) on the
 bundled start images, clips and trajectories fitted to the tier's canvas: forward dynamics for the car (60 actions,
 61 frames) and for the arm (16, 17), inverse dynamics for both, and the DROID policy (on MODEL itself: a random Nano
 carries the same action heads as the policy checkpoint). Three rounds, each on the same loaded pipeline: `none`
@@ -22,10 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import result_file
-from cookbook_tools import lessons
-from tuning import pipelines
 
 from helpers import action_settings, actions, assets, environment, media
+from tuning import lessons, pipelines
 
 ROUNDS = {
     "none": [],

@@ -24,9 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tuning import flash_attention
-
 from helpers import audiovisual_settings
+from tuning import flash_attention
 
 # Our prompts' lengths in Qwen tokens (gpu_benchmark.py counts them): conditional per mode, and the negative prompt.
 PROMPT_TOKENS = {"t2v": 1667, "t2i": 1492}

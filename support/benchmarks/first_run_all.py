@@ -24,8 +24,8 @@ from pathlib import Path
 
 import nbformat
 import result_file
-from cookbook_tools import notebooks
 
+from cookbook_tools import notebooks
 from helpers import environment
 
 

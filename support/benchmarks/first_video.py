@@ -59,9 +59,9 @@ async def _clients(base_url: str, settings, count: int) -> list[dict[str, float]
     import dataclasses
 
     import openai
-    from local_server import omni_http
 
     from helpers import prompts
+    from local_server import omni_http
 
     async def one(client: openai.AsyncOpenAI, index: int) -> dict[str, float]:
         started = time.perf_counter()
@@ -94,10 +94,9 @@ async def _clients(base_url: str, settings, count: int) -> list[dict[str, float]
 
 
 def vllm_omni_route(args: argparse.Namespace) -> tuple[dict[str, float], list[dict[str, float]]]:
+    from helpers import audiovisual_settings, prompts
     from local_server import omni_http
     from local_server.server import LocalServer, server_flags
-
-    from helpers import audiovisual_settings, prompts
 
     s = audiovisual_settings.settings_for("t2v", args.preset, tier=args.tier or None)
     started = time.perf_counter()

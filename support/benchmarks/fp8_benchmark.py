@@ -33,13 +33,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import checkpoints
 import gpu_benchmark
 import result_file
+
+from checkpoints import random_weights
+from helpers import audiovisual_settings, media, prompts
 from tuning import fp8, speed
 from tuning.pipelines import applied, apply, skipped
-
-from helpers import audiovisual_settings, media, prompts
 
 # NVIDIA's published one-H200 Nano figures at 720p, 189 frames, 35 steps (inference_benchmarks/ in NVIDIA/cosmos).
 PUBLISHED_720P = {"pytorch_fp8_s": 94.57, "nim_fp8_s": 177.23, "diffusers_fp8_s": 237.18, "pytorch_bf16_s": 214.28}
@@ -121,9 +121,10 @@ def full_run(args, save) -> None:
 
 def published(args, save) -> None:
     import torch
-    from checkpoints import loading
     from diffusers import Cosmos3OmniPipeline
     from diffusers.pipelines.cosmos.mixed_precision import Cosmos3MixedPrecisionConfig
+
+    import checkpoints
 
     n = args.steps_timed
     reference = None
@@ -136,9 +137,9 @@ def published(args, save) -> None:
         del bf16, clock
         _release()
     started = time.perf_counter()
-    checkpoint = loading.resolve("tiny-fp8" if args.arch == "tiny" else "nano-random-fp8", device=args.device)
+    checkpoint = checkpoints.resolve("tiny-fp8" if args.arch == "tiny" else "nano-random-fp8", device=args.device)
     build_s = round(time.perf_counter() - started, 1)
-    checkpoints.fp8.enable_loading()
+    random_weights.enable_loading()
     started = time.perf_counter()
     pipe = Cosmos3OmniPipeline.from_pretrained(
         checkpoint.path, dtype=checkpoint.dtype, enable_safety_checker=False, use_native_flow_schedule=True
@@ -151,7 +152,7 @@ def published(args, save) -> None:
     if reference is not None:
         _levels(row, video, reference)
     schedule = Cosmos3MixedPrecisionConfig.resolve(
-        quantization_config=checkpoints.published()["fp8"]["quantization_config"]
+        quantization_config=random_weights.published()["fp8"]["quantization_config"]
     )
     kinds = [schedule.precision_name(step, n) for step in range(n)]
     # Each kind's median step, without a call's first step (it also pays for the call's set-up).
@@ -183,7 +184,7 @@ def distilled_pipeline(args):
     import torch
     from diffusers import Cosmos3DistilledModularPipeline
 
-    folder = checkpoints.ensure_tiny_checkpoint(variant="tiny-distilled")
+    folder = random_weights.ensure_tiny_checkpoint(variant="tiny-distilled")
     pipe = Cosmos3DistilledModularPipeline.from_pretrained(str(folder))
     pipe.load_components(names=["scheduler"])
     weights = gpu_benchmark.build_pipeline(args.arch, args.device)

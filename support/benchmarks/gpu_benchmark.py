@@ -27,13 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import checkpoints
 import result_file
-from cookbook_tools import lessons
-from tuning import speed
-from tuning.pipelines import applied, apply, load_pipeline, skipped
 
+from checkpoints import random_weights
 from helpers import audiovisual_settings, prompts, speeds
+from tuning import lessons, speed
+from tuning.pipelines import applied, apply, load_pipeline, skipped
 
 # NVIDIA's published single-H200 Nano times (s), inference_benchmarks.md in NVIDIA/cosmos.
 PUBLISHED = {
@@ -54,7 +53,7 @@ def build_pipeline(arch: str, device: str):
     if arch == "tiny":
         return load_pipeline("tiny", device=device)[0]
     # Loaded as the notebook loads a checkpoint: vLLM-Omni's schedule (the cost of a step does not depend on it).
-    pipe = checkpoints.build_nano_pipeline(device, use_native_flow_schedule=True)
+    pipe = random_weights.build_nano_pipeline(device, use_native_flow_schedule=True)
     pipe.set_progress_bar_config(disable=True)
     return pipe
 

@@ -20,12 +20,13 @@ import time
 from pathlib import Path
 
 import result_file
-from cookbook_tools import lessons, notebooks
+
+from cookbook_tools import notebooks
+from helpers import audiovisual_settings, media, prompts
 from local_server import omni_http
 from local_server.server import LocalServer
+from tuning import lessons
 from tuning.pipelines import load_pipeline
-
-from helpers import audiovisual_settings, media, prompts
 
 RESULTS = Path(__file__).parent / "results" / "http_overhead.json"
 

@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from cookbook_tools import lessons  # noqa: E402
 from gpu_benchmark import StepClock, build_pipeline, preset_speedups  # noqa: E402
-from tuning import pipelines  # noqa: E402
 
 from helpers import audiovisual_settings, prompts  # noqa: E402
+from tuning import (
+    lessons,  # noqa: E402
+    pipelines,  # noqa: E402
+)
 
 
 def image(pipe, clock: StepClock, tier: str, steps: int) -> None:

@@ -25,9 +25,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import checkpoints
+from checkpoints import random_weights
 from cookbook_tools import notebooks
-
 from helpers import environment
 from helpers.assets import notebook_path
 
@@ -52,7 +51,7 @@ def measure(name: str, repeats: int, preset: str) -> None:
         env = {**os.environ, "COSMOS3_COOKBOOK_CACHE": str(Path(tmp) / "cache")}
         os.environ["COSMOS3_COOKBOOK_CACHE"] = env["COSMOS3_COOKBOOK_CACHE"]
         for variant in ("tiny", "tiny-nosound"):  # the action notebooks' policy runs on the second
-            checkpoints.ensure_tiny_checkpoint(variant=variant)
+            random_weights.ensure_tiny_checkpoint(variant=variant)
         walls, per_mode = [], []
         for i in range(repeats):
             out = Path(tmp) / f"run{i}"

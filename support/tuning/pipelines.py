@@ -1,9 +1,9 @@
-"""Cosmos 3 pipelines for code without a notebook: the generation form, the local server, benchmarks and tests.
+"""Cosmos 3 pipelines for code without a notebook: benchmarks, the several-GPU runner and tests.
 
-`load_pipeline` is the Diffusers notebooks' load cells in one call, `generate` their `pipe(...)` call (the same call,
-so every route gives the same frames for the same settings and seed: tests/test_vllm_notebook.py compares the two
-notebooks' files), and `apply` turns the speed and memory switches of `tuning.speed` on by name, as
-make_it_fast_with_diffusers.ipynb's cells do one by one. Applying the same names again does nothing; `applied` and
+`load_pipeline` is the Diffusers notebooks' load cells in one call, `notebook_call` the audiovisual notebook's own
+`generate` (its tagged `call` cell, run on a pipeline: the call is written once, in the notebook), and `apply` turns
+the speed and memory switches of `tuning.speed` on by name, as make_it_fast_with_diffusers.ipynb's cells do one by
+one. Applying the same names again does nothing; `applied` and
 `skipped` say what is on and what this machine cannot run (`cuda_graphs` is skipped off CUDA, `flash_attention`
 where FlashAttention-4 cannot run and `fp8_attention` off Hopper, and PyTorch's attention stays; `fp8_linears` where
 FP8 matrix products cannot run, and bf16 stays).
@@ -17,7 +17,7 @@ FP8 matrix products cannot run, and bf16 stays).
 | `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
 | `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
 | `first_frame_2d` | the VAE's convolutions in 2-D for a clip's first frame (all of an image) | same up to noise |
-| `flash_attention` | FlashAttention-4 on Hopper/Blackwell GPUs (`with_diffusers.flash_attention`) | same up to noise |
+| `flash_attention` | FlashAttention-4 on Hopper/Blackwell GPUs (`tuning.flash_attention`) | same up to noise |
 | `fp8_attention` | FlashAttention-3's FP8 kernel for the generation tokens' attention (Hopper) | changes |
 | `cuda_graphs` | an image's whole transformer call replayed as a CUDA graph, kept across images (CUDA only) | same |
 | `sea_cache` | diffusers' SeaCache: reuses the decoder-stack residual on steps where little changes | changes |
@@ -31,12 +31,11 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from checkpoints.loading import Checkpoint, resolve
-
-from helpers import diffusers_pipe
-from helpers.audiovisual_settings import AudiovisualSettings
+from checkpoints import Checkpoint, resolve
+from helpers import speeds
 from helpers.errors import InvalidSettingError
-from tuning import speed as speeds
+from tuning import lessons
+from tuning import speed as patches
 
 if TYPE_CHECKING:
     import torch
@@ -150,7 +149,7 @@ def apply(
             f"Cannot add {new[0]!r} to a pipeline that already has {list(done)}: switches must be applied in the "
             f"order {list(SWITCHES)}. Load the pipeline again and apply them together."
         )
-    target = device or speeds.device_of(pipe)
+    target = device or patches.device_of(pipe)
     for name in new:
         if _APPLY[name](pipe, names, target) is False:
             passed = (*passed, name)
@@ -170,11 +169,11 @@ def _fp8_storage(pipe: Cosmos3OmniPipeline) -> None:
 def _compile(pipe: Cosmos3OmniPipeline, names: tuple[str, ...]) -> None:
     import torch
 
-    speeds.keep_compiled_code()
+    patches.keep_compiled_code()
     # Each new output size, prompt length or attention kernel can cost a recompilation of the shared layer code
     # (automatic dynamic shapes do not cover every guard). At PyTorch's default limit of 8 a session that tries a
     # few modes and tiers fails with "recompile limit exceeded" under fullgraph, so allow a session's worth.
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, speeds.RECOMPILE_LIMIT)
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, patches.RECOMPILE_LIMIT)
     if "text_kv_cache" in names:
         # The text cache runs each layer's two halves itself and compiles the one it runs at every step. Compiled
         # whole, a layer would trace the cache's bookkeeping into its graphs: on the tiny checkpoint 12 graphs and
@@ -205,15 +204,15 @@ def _sea_cache(pipe: Cosmos3OmniPipeline) -> None:
 # What `apply` runs for each switch (a False result means skipped on this machine).
 _APPLY = {
     "fp8_storage": lambda pipe, names, device: _fp8_storage(pipe),
-    "text_tower_offload": lambda pipe, names, device: speeds.keep_text_tower_in_cpu_memory(pipe, device),
+    "text_tower_offload": lambda pipe, names, device: patches.keep_text_tower_in_cpu_memory(pipe, device),
     "compile": lambda pipe, names, device: _compile(pipe, names),
-    "text_kv_cache": lambda pipe, names, device: speeds.cache_text_keys_values(pipe, compiled="compile" in names),
-    "cuda_graphs": lambda pipe, names, device: speeds.replay_steps_as_cuda_graphs(pipe) is None,
-    "zero_encode_cache": lambda pipe, names, device: speeds.cache_blank_video_encoding(pipe),
-    "first_frame_2d": lambda pipe, names, device: speeds.decode_first_frame_in_2d(pipe),
-    "flash_attention": lambda pipe, names, device: speeds.use_flash_attention(pipe, device) is None,
-    "fp8_linears": lambda pipe, names, device: speeds.use_fp8_linears(pipe, device) is None,
-    "fp8_attention": lambda pipe, names, device: speeds.use_fp8_attention(pipe, device) is None,
+    "text_kv_cache": lambda pipe, names, device: patches.cache_text_keys_values(pipe, compiled="compile" in names),
+    "cuda_graphs": lambda pipe, names, device: patches.replay_steps_as_cuda_graphs(pipe) is None,
+    "zero_encode_cache": lambda pipe, names, device: patches.cache_blank_video_encoding(pipe),
+    "first_frame_2d": lambda pipe, names, device: patches.decode_first_frame_in_2d(pipe),
+    "flash_attention": lambda pipe, names, device: patches.use_flash_attention(pipe, device) is None,
+    "fp8_linears": lambda pipe, names, device: patches.use_fp8_linears(pipe, device) is None,
+    "fp8_attention": lambda pipe, names, device: patches.use_fp8_attention(pipe, device) is None,
     "sea_cache": lambda pipe, names, device: _sea_cache(pipe),
     "group_offload": lambda pipe, names, device: _group_offload(pipe, device),
     "vae_tiling": lambda pipe, names, device: pipe.vae.enable_tiling(),
@@ -227,12 +226,13 @@ def load_pipeline(
     guardrails: str | bool | None = "auto",
     speed: str = "none",
 ) -> tuple[Cosmos3OmniPipeline, Checkpoint]:
-    """The tuning notebook's load cells: `from_pretrained`, the memory switches, the move to the device, the rest."""
+    """The tuning notebook's load cells: `from_pretrained`, the memory switches of SPEED `speed`, the move to the
+    device, the rest."""
     from diffusers import Cosmos3OmniPipeline
     from diffusers.utils import logging as diffusers_logging
 
     checkpoint = resolve(model, device=device, guardrails=guardrails)
-    names = speeds.switches(speed)
+    names = speeds.switches(speed, "tuning")
     was_on = diffusers_logging.is_progress_bar_enabled()
     diffusers_logging.disable_progress_bar()
     try:
@@ -254,78 +254,11 @@ def load_pipeline(
     return pipe, checkpoint
 
 
-def scheduler_for(pipe: Cosmos3OmniPipeline, flow_shift: float) -> Any:
-    """The pipeline's scheduler with `flow_shift` (the call has no argument for it), as the notebook sets it: itself
-    when it already has it.
-
-    The published checkpoints save a Karras grid (`use_karras_sigmas=True`), which ignores `flow_shift`;
-    `use_karras_sigmas=False` turns the shifted flow schedule on, as diffusers' Cosmos 3 docs and vLLM-Omni do.
-    """
-    from diffusers import UniPCMultistepScheduler
-
-    config = pipe.scheduler.config
-    if not config.get("use_karras_sigmas", False) and float(config.get("flow_shift", 1.0)) == flow_shift:
-        return pipe.scheduler
-    return UniPCMultistepScheduler.from_config(config, use_karras_sigmas=False, flow_shift=flow_shift)
-
-
-def generate(
-    pipe: Cosmos3OmniPipeline,
-    prompt: str,
-    settings: AudiovisualSettings,
-    *,
-    negative_prompt: str = "",
-    image: Any = None,
-    video: Any = None,
-    condition_frame_indexes: tuple[int, ...] | None = None,
-    condition_video_keep: str = "first",
-    resolution_template: bool | None = None,
-    duration_template: bool | None = None,
-    safety_check: bool = True,
-    generator: Any = None,
-    on_step_end: Callable[..., dict[str, Any]] | None = None,
-    output_type: str = "np",
-) -> Any:
-    """`pipe(...)` for `settings`, as the notebook calls it.
-
-    The pipeline's resolution and duration sentences (`*_template`) default to off for a structured JSON prompt,
-    which already carries resolution, duration and fps (as NVIDIA and vLLM-Omni do), and on for plain text.
-    `generator` defaults to a fresh CPU generator seeded with `settings.seed`. `output_type="latent"` skips the
-    VAE decode (the ranks of a parallel run that do not write files). A `video` keeps the latent frames
-    `condition_frame_indexes` clean (default: the settings' own, the clip's start or fl2v's first and last).
-    """
-    import torch
-
-    from helpers import prompts
-
-    plain = not prompts.is_structured(prompt)
-    diffusers_pipe.check_sound(pipe, settings)
-    pipe.scheduler = scheduler_for(pipe, settings.flow_shift)
-    conditioning: dict[str, Any] = {"image": image} if image is not None else {}
-    if video is not None:
-        conditioning = {
-            "video": video,
-            "condition_frame_indexes_vision": condition_frame_indexes or settings.condition_frame_indexes,
-            "condition_video_keep": condition_video_keep,
-        }
-    return pipe(
-        prompt=prompt,
-        negative_prompt=negative_prompt,
-        **conditioning,
-        num_frames=settings.num_frames,
-        height=settings.height,
-        width=settings.width,
-        fps=settings.fps,
-        num_inference_steps=settings.num_inference_steps,
-        guidance_scale=settings.guidance_scale,
-        enable_sound=settings.enable_sound,
-        generator=generator or torch.Generator("cpu").manual_seed(settings.seed),
-        output_type=output_type,
-        add_resolution_template=plain if resolution_template is None else resolution_template,
-        add_duration_template=plain if duration_template is None else duration_template,
-        enable_safety_check=safety_check,
-        callback_on_step_end=on_step_end,
-    )
+def notebook_call(pipe: Cosmos3OmniPipeline) -> Callable[..., Any]:
+    """run_with_diffusers.ipynb's own `generate(s, prompt, negative_prompt="", output_type="np", **inputs)` on `pipe`:
+    its tagged `call` cell, run here, so that code without the notebook makes the notebook's `pipe(...)` call and
+    not a copy of it."""
+    return lessons.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]
 
 
 def load_transfer(model: str, *, device: str = "auto", guardrails: str = "auto", progress: bool = False) -> Any:

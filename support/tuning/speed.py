@@ -1,9 +1,9 @@
-"""Speed and memory switches for a loaded `Cosmos3OmniPipeline`, and the named `SPEED` choices that combine them.
+"""The cookbook's own speed and memory switches for a loaded `Cosmos3OmniPipeline`, one function each.
 
-`SPEEDS` maps the notebook's `SPEED` parameter to switch names, in the order they must be applied. The notebook turns
-each switch on in plain sight: diffusers' and PyTorch's public calls written out, and one function here for each of
-the cookbook's own. `tuning.pipelines.apply` does the same by name (its docstring tables every switch);
-tests/test_speed.py checks that each exact switch keeps the output.
+What each `SPEED` value turns on is `helpers.speeds.SPEEDS`' `tuning` column, in the order they must be applied. The
+tuning notebook turns each switch on in plain sight: diffusers' and PyTorch's public calls written out, and one
+function here for each of the cookbook's own. `tuning.pipelines.apply` does the same by name (its docstring tables
+every switch); tests/test_speed.py checks that each exact switch keeps the output.
 """
 
 from __future__ import annotations
@@ -14,48 +14,12 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from helpers.errors import InvalidSettingError
+from tuning.attention import attend, generation_queries_keys_values, text_queries_keys_values
 
 if TYPE_CHECKING:
     import torch
     from diffusers import Cosmos3OmniPipeline
 
-# What each value of the notebooks' SPEED parameter switches on, and what it is for.
-SPEEDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "none": ((), "diffusers as it comes: the reference output"),
-    "fast": (
-        ("compile", "text_kv_cache", "zero_encode_cache", "first_frame_2d", "flash_attention", "cuda_graphs"),
-        "the same output up to numerical noise, faster: compiled layers, text keys/values cached across steps, "
-        "the blank-video encoding kept, a clip's first frame through the VAE in 2-D, FlashAttention-4 on "
-        "Hopper/Blackwell GPUs, image steps replayed as CUDA graphs",
-    ),
-    "turbo": (
-        ("compile", "text_kv_cache", "zero_encode_cache", "first_frame_2d", "flash_attention", "sea_cache"),
-        "fast plus SeaCache step caching: quicker again, but the output changes",
-    ),
-    "fp8": (
-        (
-            "fp8_linears",
-            "compile",
-            "text_kv_cache",
-            "zero_encode_cache",
-            "first_frame_2d",
-            "fp8_attention",
-            "cuda_graphs",
-        ),
-        "fast with FP8 matrix products (torchao) and FP8 attention (FlashAttention-3) on the generation pathway, "
-        "Hopper GPUs: faster for long videos, the output changes (docs/performance.md measures by how much)",
-    ),
-    "low_vram": (
-        ("fp8_storage", "text_tower_offload", "text_kv_cache", "zero_encode_cache", "vae_tiling"),
-        "Nano on a 16 GiB GPU (720p on 24 GiB): float8 weights, the text tower in CPU memory (it runs once per "
-        "prompt), tiled VAE decode; about as fast as none, output changes slightly",
-    ),
-    "min_vram": (
-        ("fp8_storage", "group_offload", "vae_tiling"),
-        "Nano on an 8 GiB GPU (with TIER='256p'): float8 weights streamed layer by layer from CPU memory at every "
-        "step; about 11x slower, output changes slightly",
-    ),
-}
 # Recompilations allowed per compiled function once `compile` is on (PyTorch's default is 8).
 RECOMPILE_LIMIT = 64
 _TEXT_KV_HOOK = "cookbook_text_kv_cache"
@@ -75,14 +39,6 @@ def keep_compiled_code() -> str:
     return folder
 
 
-def switches(speed: str) -> tuple[str, ...]:
-    """The switch names of a SPEED value, in the order they must be applied. Its memory settings want PyTorch's
-    allocator set first: `helpers.speeds.configure_allocator`."""
-    if speed not in SPEEDS:
-        raise InvalidSettingError(f"SPEED={speed!r} is not allowed. Allowed values: {', '.join(map(repr, SPEEDS))}.")
-    return SPEEDS[speed][0]
-
-
 def device_of(pipe: Cosmos3OmniPipeline) -> torch.device:
     from diffusers.models.modeling_utils import get_parameter_device
 
@@ -94,90 +50,6 @@ def _compiled_generation_half():
     import torch
 
     return torch.compile(_generation_half, fullgraph=True)
-
-
-def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    from diffusers.models.transformers.transformer_cosmos3 import _rotate_half
-
-    # The same expression as Cosmos3AttnProcessor, so cached and recomputed keys agree bit for bit.
-    return x * cos.unsqueeze(1) + _rotate_half(x) * sin.unsqueeze(1)
-
-
-def text_queries_keys_values(attn: Any, und: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-    """One attention module's rotated text queries and keys, the rotated text keys as the generation tokens see them
-    (through `k_norm_und_for_gen`, where the model has it), and the text values."""
-    query = rope(attn.norm_q(attn.to_q(und).view(-1, attn.num_attention_heads, attn.head_dim)), cos, sin)
-    key = attn.norm_k(attn.to_k(und).view(-1, attn.num_key_value_heads, attn.head_dim))
-    value = attn.to_v(und).view(-1, attn.num_key_value_heads, attn.head_dim)
-    if attn.k_norm_und_for_gen is None:
-        key = rope(key, cos, sin)
-        return query, key, key, value
-    return query, rope(key, cos, sin), rope(attn.k_norm_und_for_gen(key), cos, sin), value
-
-
-def generation_queries_keys_values(attn: Any, gen: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-    """The generation tokens' rotated queries and keys, and their values, in one attention module."""
-    query = attn.norm_added_q(attn.add_q_proj(gen).view(-1, attn.num_attention_heads, attn.head_dim))
-    key = attn.norm_added_k(attn.add_k_proj(gen).view(-1, attn.num_key_value_heads, attn.head_dim))
-    value = attn.add_v_proj(gen).view(-1, attn.num_key_value_heads, attn.head_dim)
-    return rope(query, cos, sin), rope(key, cos, sin), value
-
-
-def attention_of(processor: Any) -> Any:
-    """The grouped-query attention a layer's processor runs, as a function of `[tokens, heads, head_dim]` query, key
-    and value (and `is_causal`): the processor's own `attend` where it has one (FlashAttention-4, the several-GPU
-    runner's context parallelism), else diffusers' dispatch with the backend the processor holds (PyTorch's SDPA
-    unless `set_attention_backend` chose another)."""
-    own = getattr(processor, "attend", None)
-    if own is not None:
-        return own
-
-    def dispatched(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool) -> torch.Tensor:
-        from diffusers.models.attention_dispatch import dispatch_attention_fn
-
-        out = dispatch_attention_fn(
-            query.unsqueeze(0),
-            key.unsqueeze(0),
-            value.unsqueeze(0),
-            is_causal=is_causal,
-            enable_gqa=True,
-            backend=processor._attention_backend,
-            parallel_config=processor._parallel_config,
-        )
-        return out.squeeze(0)
-
-    return dispatched
-
-
-def attend(attn: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool):
-    """Grouped-query attention over `[tokens, heads, head_dim]` with the kernel of `attn`'s processor."""
-    return attention_of(attn.processor)(query, key, value, is_causal=is_causal)
-
-
-class OwnKernelAttnProcessor:
-    """`Cosmos3AttnProcessor`'s computation with the attention itself left to `attend` (over `[tokens, heads,
-    head_dim]`). A subclass brings its own kernel to one pipeline through diffusers' public `attn.set_processor`,
-    so nothing that other pipelines in the process share is changed (FlashAttention-4, context parallelism)."""
-
-    _attention_backend = None
-    _parallel_config = None
-
-    def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool) -> torch.Tensor:
-        raise NotImplementedError
-
-    def __call__(self, attn: Any, und_seq: torch.Tensor, gen_seq: torch.Tensor, rotary_emb: tuple[torch.Tensor, ...]):
-        import torch
-
-        cos_und, sin_und, cos_gen, sin_gen = rotary_emb
-        text_query, text_key, text_key_for_generation, text_value = text_queries_keys_values(
-            attn, und_seq, cos_und, sin_und
-        )
-        query, key, value = generation_queries_keys_values(attn, gen_seq, cos_gen, sin_gen)
-        text_out = self.attend(text_query, text_key, text_value, is_causal=True)
-        generation_out = self.attend(
-            query, torch.cat([text_key_for_generation, key]), torch.cat([text_value, value]), is_causal=False
-        )
-        return attn.to_out(text_out.flatten(-2, -1)), attn.to_add_out(generation_out.flatten(-2, -1))
 
 
 def _generation_half(

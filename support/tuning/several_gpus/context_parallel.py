@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from helpers.errors import InvalidSettingError
-from tuning import speed
+from tuning import attention
 
 if TYPE_CHECKING:
     import torch
@@ -135,7 +135,7 @@ class ContextParallel:
 
         Causal: the text stream attending to itself. Otherwise: generation queries over keys that are, on every
         rank, its text share followed by its generation share (as `Cosmos3AttnProcessor` and the text cache
-        concatenate them). `kernel` (`speed.attention_of`) computes it once the tokens are gathered.
+        concatenate them). `kernel` (`attention.attention_of`) computes it once the tokens are gathered.
         """
         s = self.streams
         expected = (s.text_padded if is_causal else s.text_padded + s.generation_padded) // self.size
@@ -153,10 +153,10 @@ class ContextParallel:
         return self._tokens_to_ranks(kernel(query, key, value, is_causal=is_causal))
 
 
-class UlyssesAttnProcessor(speed.OwnKernelAttnProcessor):
+class UlyssesAttnProcessor(attention.OwnKernelAttnProcessor):
     """`Cosmos3AttnProcessor`'s computation on local tokens, with attention over the whole sequence.
 
-    `kernel` is the attention the layer ran before (`speed.attention_of`): PyTorch's SDPA, or FlashAttention-4 under
+    `kernel` is the attention the layer ran before (`attention.attention_of`): PyTorch's SDPA, or FlashAttention-4 under
     `SPEED="fast"`; it runs once the tokens are gathered.
     """
 
@@ -184,7 +184,7 @@ def enable(pipe: Cosmos3OmniPipeline, group: Any) -> ContextParallel:
         )
     for layer in transformer.layers:
         attn = layer.self_attn
-        attn.set_processor(UlyssesAttnProcessor(parallel, speed.attention_of(attn.processor)))
+        attn.set_processor(UlyssesAttnProcessor(parallel, attention.attention_of(attn.processor)))
     transformer._cp_shard_fn = parallel.shard
     transformer._cp_gather_fn = parallel.gather
     return parallel

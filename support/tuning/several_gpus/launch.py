@@ -20,8 +20,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from checkpoints import NANO_MIN_GPU_GIB, TINY_MODEL_NAME
-
+from checkpoints.names import TINY_MODEL_NAME
+from checkpoints.random_weights import NANO_MIN_GPU_GIB
 from helpers.errors import CookbookError
 from tuning.several_gpus.request import Request
 from tuning.several_gpus.runner import failure_path

@@ -11,12 +11,10 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 
-from checkpoints import loading
-
-from helpers import audiovisual_settings
+from helpers import audiovisual_settings, models, speeds
 from helpers.audiovisual_settings import AudiovisualSettings
 from helpers.errors import InvalidSettingError
-from tuning import speed
+from helpers.settings import check_guardrails
 from tuning.several_gpus.layout import Degrees, degrees_for
 
 # The SPEED values that run on several GPUs: their switches give the same output as one GPU, up to noise. `turbo`'s
@@ -32,13 +30,13 @@ DECODES: tuple[str, ...] = ("split", "rank0")
 class Request:
     """What to generate, where, and how to split it (`cfg`/`context` None: chosen from `gpus`)."""
 
-    model: str = loading.DEFAULT_MODEL
+    model: str = models.DEFAULT_MODEL
     gpus: int = 2
     cfg: int | None = None
     context: int | None = None
     modes: str = "t2v"
-    preset: str = "default"
-    tiers: str = ""  # TIER; empty: the preset's size; several, comma-separated: every mode at each
+    preset: str = "draft"
+    tiers: str = ""  # TIER; empty (or 0): the preset's size; several, comma-separated (256,480): every mode at each
     aspect_ratio: str = ""
     speed: str = "fast"
     seed: int = 0
@@ -60,7 +58,10 @@ class Request:
 
     def settings(self) -> list[tuple[str, AudiovisualSettings]]:
         """(output name, settings) of every generation, in order: each mode, at each tier."""
-        tiers = [t.strip() for t in self.tiers.split(",") if t.strip()] or [""]
+        given = [t.strip() for t in self.tiers.split(",") if t.strip()]
+        if any(not t.isdigit() for t in given):
+            raise InvalidSettingError(f"TIER={self.tiers!r}: give tiers as numbers, comma-separated (256, 480, 720).")
+        tiers = [int(t) for t in given] or [0]
         overrides = {
             "seed": self.seed,
             "aspect_ratio": self.aspect_ratio,
@@ -79,8 +80,8 @@ class Request:
         """Raise `InvalidSettingError` for anything wrong that can be seen before a process starts."""
         degrees = self.degrees
         self.settings()
-        speed.switches(self.speed)
-        loading.guardrails_wanted(self.guardrails, "hub")
+        speeds.switches(self.speed, "tuning")
+        check_guardrails(self.guardrails)
         if degrees.world_size > 1 and self.speed not in PARALLEL_SPEEDS:
             raise InvalidSettingError(
                 f"SPEED={self.speed!r} does not run on several GPUs: use one of {', '.join(map(repr, PARALLEL_SPEEDS))}"

@@ -3,7 +3,8 @@
 
 Every rank loads the pipeline as the Diffusers notebook does (`from_pretrained`, the `SPEED` switches), then installs
 what its place in the layout needs: context parallelism, the split VAE decode, CFG parallelism (in that order, each
-wrapping what came before). Every rank makes the notebook's `pipe(...)` call for each generation, on the same seed;
+wrapping what came before). Every rank makes the notebook's own call for each generation (run_with_diffusers.ipynb's
+`generate`, `tuning.pipelines.notebook_call`), on the same seed;
 at the last step every rank takes rank 0's latents (they are already equal, and the manifest records by how much
 they were not), and rank 0 writes the files and the manifest exactly as the notebook does, into a new run folder
 whose path it publishes as JSON (`--publish`) for the launcher.
@@ -19,11 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from checkpoints.loading import resolve
-
-from helpers import diffusers_pipe, media, prompts, runs
+from checkpoints import resolve
+from helpers import diffusers_pipe, media, prompts, runs, speeds
 from helpers.audiovisual_settings import AudiovisualSettings
-from tuning import pipelines, speed
+from tuning import pipelines
 from tuning.pipelines import load_pipeline
 from tuning.several_gpus import cfg_parallel, context_parallel, layout, split_decode
 from tuning.several_gpus.request import Request
@@ -94,28 +94,27 @@ class SameLatents:
         return {**tensors, "latents": reference}
 
 
-def generate(
-    pipe: Cosmos3OmniPipeline, request: Request, place: layout.Layout, s: AudiovisualSettings
+def generate_on_rank(
+    generate: Any, request: Request, place: layout.Layout, s: AudiovisualSettings
 ) -> tuple[Any, float]:
-    """The notebook's `pipe(...)` call for `s` on this rank; its output and how far the ranks' latents were apart.
-
-    Ranks that neither write nor share the VAE decode skip it (`output_type="latent"`).
-    """
-    conditioning: dict[str, Any] = {}
+    """The notebook's `generate` for `s` on this rank, with its mode's inputs as the notebook gives them; its output
+    and how far the ranks' latents were apart. Ranks that neither write nor share the VAE decode skip it
+    (`output_type="latent"`), and only the writer runs the guardrails."""
+    inputs: dict[str, Any] = {"enable_sound": True} if s.enable_sound else {}
     if s.mode in ("i2v", "i2v_sound"):
-        conditioning["image"] = media.load_image(request.image or prompts.conditioning(s.mode))
+        inputs["image"] = media.load_image(request.image or prompts.conditioning(s.mode))
     elif s.mode == "v2v":
-        conditioning["video"] = media.load_video(request.video or prompts.conditioning(s.mode))
+        inputs["video"] = media.load_video(request.video or prompts.conditioning(s.mode))
+        inputs["condition_frame_indexes_vision"] = s.condition_frame_indexes
     same = SameLatents() if place.degrees.world_size > 1 else None
-    output = pipelines.generate(
-        pipe,
-        prompts.prompt_text(s),
+    output = generate(
         s,
-        negative_prompt=prompts.negative_prompt(s.mode),
-        safety_check=place.is_writer,
-        on_step_end=same,
+        prompts.prompt_text(s),
+        prompts.negative_prompt(s.mode),
         output_type="np" if decodes(request, place) else "latent",
-        **conditioning,
+        enable_safety_check=place.is_writer,
+        callback_on_step_end=same,
+        **inputs,
     )
     return output, same.deviation if same else 0.0
 
@@ -146,6 +145,7 @@ def run(request: Request, place: layout.Layout) -> runs.Run | None:
     named = request.settings()
     pipe, checkpoint = load(request, place)
     diffusers_pipe.check_sound(pipe, [s for _, s in named])
+    generate = pipelines.notebook_call(pipe)
     run_ = None
     if place.is_writer:
         run_ = runs.Run.create(request.output_dir, backend="diffusers", model=request.model)
@@ -153,7 +153,7 @@ def run(request: Request, place: layout.Layout) -> runs.Run | None:
         run_.note(
             **checkpoint.info(),
             speed=request.speed,
-            switches=list(speed.switches(request.speed)),
+            switches=list(speeds.switches(request.speed, "tuning")),
             **place.info(),
             vae_decode=request.decode if place.degrees.world_size > 1 else "one process",
         )
@@ -161,12 +161,12 @@ def run(request: Request, place: layout.Layout) -> runs.Run | None:
         print(f"run folder: {run_.path}", flush=True)
     for name, s in named:
         if request.warmup_steps:
-            generate(pipe, request, place, dataclasses.replace(s, num_inference_steps=request.warmup_steps))
+            generate_on_rank(generate, request, place, dataclasses.replace(s, num_inference_steps=request.warmup_steps))
         if run_ is None:
-            generate(pipe, request, place, s)
+            generate_on_rank(generate, request, place, s)
             continue
         with run_.generation(s, name=name) as gen:
-            output, deviation = generate(pipe, request, place, s)
+            output, deviation = generate_on_rank(generate, request, place, s)
             gen.save(output, ranks_latent_deviation=deviation)
         print(f"{name}: {gen.outputs[0].seconds:.2f} s, {', '.join(o.path for o in gen.outputs)}", flush=True)
     if run_ is not None:

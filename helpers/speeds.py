@@ -123,9 +123,7 @@ def offered(notebook: str, served: bool = False) -> tuple[str, ...]:
     if notebook not in NOTEBOOKS:
         raise ValueError(f"no notebook {notebook!r}: {NOTEBOOKS}")
     return tuple(
-        name
-        for name, s in SPEEDS.items()
-        if s.switches(notebook) is not None and (not served or s.server is not None)
+        name for name, s in SPEEDS.items() if s.switches(notebook) is not None and (not served or s.server is not None)
     )
 
 

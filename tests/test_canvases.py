@@ -7,7 +7,7 @@ import pytest
 from diffusers.pipelines.cosmos import pipeline_cosmos3_omni as cosmos3
 from diffusers.video_processor import VideoProcessor
 
-from helpers import audiovisual_settings, canvases, speeds
+from helpers import audiovisual_settings, canvases, settings, speeds
 from helpers.errors import InvalidSettingError
 
 
@@ -23,20 +23,13 @@ def test_the_canvases_are_diffusers_own() -> None:
 def test_a_wrong_tier_or_speed_is_refused_naming_the_parameter_and_the_family(family: str) -> None:
     with pytest.raises(InvalidSettingError, match=rf"resolution_tier=300 is not a {family} tier\. Allowed: 256, 480"):
         canvases.check_tier(300, family)
-    with pytest.raises(
-        InvalidSettingError, match=rf"SPEED='turbo' is not one of the {family} notebooks' speeds\. Allowed"
-    ):
-        speeds.public_switches("turbo", family)
-    assert speeds.public_switches("fast", family) == ("compile",)
+    with pytest.raises(InvalidSettingError, match=r"SPEED='turbo' is not one of this notebook's speeds\. Allowed"):
+        speeds.switches("turbo", family)
+    assert speeds.switches("fast", family) == ("compile",)
     assert canvases.check_tier(480, family) == 480
 
 
 def test_the_audiovisual_sizes_are_the_shared_tiers() -> None:
-    assert audiovisual_settings.SIZES == {
-        "256p": canvases.CANVASES[256],
-        "480p": canvases.CANVASES[480],
-        "720p": canvases.CANVASES[720],
-    }
-    assert audiovisual_settings.size_for("480p", "16:9") == (832, 480) and audiovisual_settings.size_for(
-        "720p", "9:16"
-    ) == (720, 1280)
+    assert audiovisual_settings.SIZES == {tier: canvases.CANVASES[tier] for tier in settings.TIERS}
+    assert audiovisual_settings.size_for(480, "16:9") == (832, 480)
+    assert audiovisual_settings.size_for(720, "9:16") == (720, 1280)

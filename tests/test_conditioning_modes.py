@@ -16,7 +16,7 @@ import torch
 
 from generation_form import backends
 from helpers import audiovisual_settings, diffusers_pipe, media, prompts
-from tuning import pipelines
+from tests import calls
 
 
 def _final_latents(pipe, settings, video) -> torch.Tensor:
@@ -26,7 +26,14 @@ def _final_latents(pipe, settings, video) -> torch.Tensor:
         seen.append(tensors["latents"].clone())
         return tensors
 
-    pipelines.generate(pipe, "a ball rolls", settings, video=video, on_step_end=keep)
+    calls.generate(
+        pipe,
+        settings,
+        "a ball rolls",
+        video=video,
+        condition_frame_indexes_vision=settings.condition_frame_indexes,
+        callback_on_step_end=keep,
+    )
     return seen[-1]
 
 
@@ -70,7 +77,13 @@ def test_first_last_parameter_names_two_existing_images(tmp_path) -> None:
 def test_video_to_video_with_sound_continues_the_clip_and_makes_sound(tiny_pipe) -> None:
     pipe, _ = tiny_pipe
     s = audiovisual_settings.settings_for("v2v_sound", "smoke", num_inference_steps=1)
-    out = pipelines.generate(pipe, "a ball", s, video=media.load_video(prompts.conditioning("v2v_sound")))
+    out = calls.generate(
+        pipe,
+        s,
+        "a ball",
+        video=media.load_video(prompts.conditioning("v2v_sound")),
+        condition_frame_indexes_vision=s.condition_frame_indexes,
+    )
     assert s.enable_sound and out.sound is not None and out.sound.shape[0] == 2
     assert np.asarray(out.video).shape == (17, 96, 160, 3)
 
@@ -86,7 +99,7 @@ def test_the_estimate_at_the_last_step_decodes_to_the_output(tiny_pipe) -> None:
         estimates.append(pipe_.scheduler.model_outputs[-1].clone())
         return tensors
 
-    output = pipelines.generate(pipe, "a ball", s, on_step_end=keep)
+    output = calls.generate(pipe, s, "a ball", callback_on_step_end=keep)
     previews = [diffusers_pipe.decode_latents(pipe, x0) for x0 in estimates]
     assert len(previews) == 3 and all(p.shape == (17, 96, 160, 3) for p in previews)
     np.testing.assert_allclose(previews[-1], output.video, rtol=0, atol=1e-6)

@@ -16,6 +16,7 @@ from diffusers.models.attention_dispatch import (
 )
 
 from helpers import audiovisual_settings
+from tests import calls
 from tuning import flash_attention, pipelines, speed
 from tuning.pipelines import load_pipeline
 
@@ -65,7 +66,7 @@ def _video(pipe) -> np.ndarray:
         "t2v", "smoke", width=64, height=64, num_frames=9, num_inference_steps=2, seed=5
     )
     # Short prompts: the tiny checkpoint's byte-level tokenizer makes a token of every byte of the JSON ones.
-    return pipelines.generate(pipe, "A red ball rolls across a wooden floor.", s, negative_prompt="blurry").video
+    return calls.generate(pipe, s, "A red ball rolls across a wooden floor.", "blurry").video
 
 
 def test_use_for_routes_one_pipeline_only_and_its_output_is_unchanged():

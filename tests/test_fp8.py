@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from helpers import speeds
 from helpers.errors import InvalidSettingError
-from tuning import fp8, pipelines, speed
+from tuning import fp8, pipelines
 from tuning.pipelines import load_pipeline
 
 hopper = pytest.mark.skipif(
@@ -46,7 +47,7 @@ def test_off_a_gpu_both_switches_are_skipped_with_the_reason_and_the_rest_of_fp8
     pipe = load_pipeline("tiny", device="cpu")[0]
     assert "CUDA GPU" in fp8.linears_unavailable_reason(torch.device("cpu"))
     assert "CUDA GPU" in fp8.attention_unavailable_reason(torch.device("cpu"))
-    on = pipelines.apply(pipe, speed.switches("fp8"))
+    on = pipelines.apply(pipe, speeds.switches("fp8", "tuning"))
     assert {"fp8_linears", "fp8_attention"} <= set(pipelines.skipped(pipe))
     assert "compile" in on and "text_kv_cache" in on
 

@@ -21,6 +21,7 @@ import pytest
 
 from cookbook_tools import notebooks
 from helpers import audiovisual_settings
+from tests import calls
 from tests.action_checks import ROLLOUT_CHUNKS, check_action_run
 from tests.notebook_checks import (
     QUICKSTART_PUBLISHED,
@@ -206,7 +207,7 @@ def test_cuda_graphs_give_the_image_that_launching_each_kernel_gives(monkeypatch
     assert tokens[0] == tokens[1] < tokens[2]  # the tiny checkpoint's tokenizer: one token per byte
 
     def image(text: str) -> np.ndarray:
-        out = pipelines.generate(pipe, text, s, negative_prompt=prompts.negative_prompt())
+        out = calls.generate(pipe, s, text, prompts.negative_prompt())
         return np.asarray(out.video)
 
     want = {text: image(text) for text in (prompt, same_length, longer)}

@@ -5,6 +5,7 @@ import pytest
 
 from helpers import media
 from helpers.errors import MediaError
+from tests import calls
 
 
 def _frames(n=9, h=96, w=160):
@@ -96,14 +97,13 @@ def test_encoding_is_byte_for_byte_reproducible_after_pipeline_work(tiny_pipe, t
     encoded right after other media work; so: several sizes, interleaved with decoding and generation.
     """
     from helpers import audiovisual_settings
-    from tuning import pipelines
 
     pipe, _ = tiny_pipe
     for width, height in [(160, 96), (192, 96), (64, 64)]:
         s = audiovisual_settings.settings_for("t2v", "smoke", num_frames=9, width=width, height=height)
         digests, decoded = set(), []
         for i in range(6):
-            frames = pipelines.generate(pipe, "a harbor", s).video
+            frames = calls.generate(pipe, s, "a harbor").video
             path = media.write_video(tmp_path / f"{width}-{i}.mp4", frames, fps=24)
             digests.add(path.read_bytes())
             decoded.append(media.read_frames(path))

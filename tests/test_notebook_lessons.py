@@ -128,7 +128,7 @@ def test_the_tour_writes_the_call_once_and_each_mode_shows_what_it_adds():
 def test_the_main_pair_uses_only_diffusers_public_switches_and_the_tuning_notebook_the_cookbooks_own():
     code = _code(DIFFUSERS)
     used = set(re.findall(r"\bspeeds\.(\w+)", code))
-    assert used <= {"public_switches", "configure_allocator", "meaning"}, used
+    assert used <= {"switches", "configure_allocator", "meaning"}, used
     assert "torch.compile(" not in code and "compile_repeated_blocks(" in code
     tuning = set(re.findall(r"\bspeed\.(\w+)", _code(TUNING)))
     assert {"cache_text_keys_values", "replay_steps_as_cuda_graphs", "use_flash_attention"} <= tuning

@@ -216,9 +216,10 @@ def test_a_port_in_use_fails_at_once_naming_the_port_and_the_fix(
 
 
 def test_a_model_that_is_not_there_fails_before_the_server_starts(tmp_path: Path) -> None:
-    with pytest.raises(ServerStartError) as err:
+    with pytest.raises(CookbookError) as err:
         LocalServer.start(str(tmp_path / "no-such-checkpoint"), progress=False, log_path=tmp_path / "server.log")
-    assert "there is no checkpoint at" in str(err.value) and "MODEL=tiny" in str(err.value)
+    assert "is written as a path, and there is no folder at" in str(err.value) and "MODEL='tiny'" in str(err.value)
+    assert not (tmp_path / "server.log").exists()  # refused before a server process started
 
 
 @pytest.mark.slow
@@ -248,8 +249,6 @@ def test_the_cookbooks_defaults_fill_only_what_the_flags_leave_out(_isolated_cac
     mine = ["--host", "::1", "--served-model-name", "mine", "--dtype=bfloat16"]
     assert serve.command("tiny", mine, gpu=False)[4:] == mine
     assert serve.command("tiny", [], gpu=True)[-2:] == ["--served-model-name", "tiny"]  # a GPU keeps bf16
-    fp8 = serve.command("nvidia/Cosmos3-Nano@fp8", [], gpu=True)
-    assert fp8[2:6] == ["nvidia/Cosmos3-Nano", "--revision", "fp8", "--omni"]
 
 
 def test_a_hub_id_without_a_gpu_is_refused_before_any_download_unless_the_cpu_is_asked_for(
@@ -259,8 +258,10 @@ def test_a_hub_id_without_a_gpu_is_refused_before_any_download_unless_the_cpu_is
     with pytest.raises(CookbookError, match='set MODEL = "tiny"') as err:
         serve.command("nvidia/Cosmos3-Nano", [], gpu=False)
     assert "Nothing was downloaded" in str(err.value)
+    # Asked for on purpose, it goes on to the download (here offline, with nothing cached: the download's advice).
     monkeypatch.setenv(serve.DEVICE_ENV, "cpu")
-    assert serve.command("nvidia/Cosmos3-Nano", [], gpu=False)[2:4] == ["nvidia/Cosmos3-Nano", "--omni"]
+    with pytest.raises(CookbookError, match="(?s)Could not load MODEL='nvidia/Cosmos3-Nano'.*hf auth login"):
+        serve.command("nvidia/Cosmos3-Nano", [], gpu=False)
 
 
 def test_the_notebooks_flags_for_a_server_it_starts() -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers import models
+from helpers import models, speeds
 from helpers.errors import InvalidSettingError
 from local_server import recipes as omni_launch
 
@@ -52,14 +52,16 @@ def test_what_a_variant_cannot_do_is_refused_with_the_reason() -> None:
         omni_launch.serve_args(distilled)
 
 
-@pytest.mark.parametrize(("speed", "flags"), sorted(omni_launch.SPEED_FLAGS.items()))
-def test_each_speed_choice_has_its_server_flags(speed: str, flags: tuple[str, ...]) -> None:
-    from helpers.speeds import SPEEDS
-
-    # The same names as the Diffusers notebook's (the tuning notebook adds `fp8`, its own, which no server flag gives).
-    assert set(omni_launch.SPEED_FLAGS) == set(SPEEDS["audiovisual"])
+@pytest.mark.parametrize("speed", speeds.offered("audiovisual", served=True))
+def test_each_speed_the_notebooks_serve_has_its_flags_in_the_launch_command(speed: str) -> None:
+    flags = speeds.SPEEDS[speed].server
     args = omni_launch.serve_args(omni_launch.recommended("nano", gpus=1, speed=speed))
-    assert all(flag in args for flag in flags)
+    assert flags is not None and all(flag in args for flag in flags)
+
+
+def test_a_speed_without_server_flags_is_refused_naming_those_with_them() -> None:
+    with pytest.raises(InvalidSettingError, match="SPEED='fp8' is not one of this notebook's speeds.*'turbo'"):
+        omni_launch.serve_args(omni_launch.ServeOptions(speed="fp8"))
 
 
 @pytest.mark.parametrize(

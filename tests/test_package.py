@@ -95,7 +95,13 @@ LAYERS = [
         "helpers.speeds",
         "helpers.schedules",
     },
-    {"helpers.actions", "helpers.transfer_settings", "helpers.action_settings", "helpers.trajectories"},
+    {
+        "helpers.settings",
+        "helpers.actions",
+        "helpers.transfer_settings",
+        "helpers.action_settings",
+        "helpers.trajectories",
+    },
     {"helpers.audiovisual_settings", "helpers.environment", "helpers.display"},
     {"helpers.prompts", "helpers.runs", "helpers.diffusers_pipe"},
 ]

@@ -24,7 +24,7 @@ import pytest
 
 from helpers import audiovisual_settings, diffusers_pipe, media, prompts, runs
 from helpers.errors import InvalidSettingError
-from tuning import pipelines, speed
+from tests import calls
 from tuning.several_gpus import launch, layout
 from tuning.several_gpus.request import Request
 from tuning.several_gpus.split_decode import row_split
@@ -66,7 +66,7 @@ def test_impossible_degrees_say_what_to_use(gpus, cfg, context, message):
 
 
 def test_the_torchrun_command_is_an_argument_list_the_runner_reads_back():
-    request = Request(model="nano-random", gpus=4, preset="quality", speed="fast", tiers="720p")
+    request = Request(model="nano-random", gpus=4, preset="published", speed="fast", tiers="720")
     command = launch.torchrun_command(request)
     assert command[: command.index("-m")] == [*launch.torchrun(), "--standalone", "--nproc-per-node", "4"]
     flags = command[command.index("tuning.several_gpus") + 1 :]
@@ -78,9 +78,9 @@ def test_the_torchrun_command_is_an_argument_list_the_runner_reads_back():
         "--modes",
         "t2v",
         "--preset",
-        "quality",
+        "published",
         "--tiers",
-        "720p",
+        "720",
         "--speed",
         "fast",
         "--seed",
@@ -96,7 +96,8 @@ def test_the_torchrun_command_is_an_argument_list_the_runner_reads_back():
     [
         ({"speed": "turbo"}, "SPEED='turbo' does not run on several GPUs"),
         ({"decode": "tiles"}, "decode='tiles'"),
-        ({"tiers": "1080p"}, "Unknown resolution tier '1080p'"),
+        ({"tiers": "1080"}, "TIER=1080 is not a resolution tier"),
+        ({"tiers": "480p"}, "TIER='480p': give tiers as numbers"),
         ({"modes": "t2v,x"}, "Unknown mode 'x'"),
     ],
 )
@@ -135,7 +136,7 @@ def reference(tiny_pipe):
     outputs = {}
     for mode in MODES:
         s = audiovisual_settings.settings_for(mode, "smoke", num_inference_steps=STEPS, seed=0)
-        outputs[mode] = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
+        outputs[mode] = calls.generate(pipe, s, prompts.prompt_text(s), prompts.negative_prompt())
     return outputs
 
 
@@ -175,11 +176,11 @@ def _notebook_run(pipe, checkpoint, output_dir: Path) -> tuple[runs.Run, dict[st
     video file was encoded from."""
     run = runs.Run.create(output_dir, backend="diffusers", model="tiny")
     run.sample_rate = diffusers_pipe.sample_rate(pipe)
-    run.note(**checkpoint.info(), speed="none", switches=list(speed.switches("none")))
+    run.note(**checkpoint.info(), speed="none", switches=[])
     frames = {}
     for mode, s in audiovisual_settings.settings_for_modes(",".join(MODES), "smoke", seed=0).items():
         with run.generation(s) as gen:
-            output = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
+            output = calls.generate(pipe, s, prompts.prompt_text(s), prompts.negative_prompt())
             gen.save(output)
         frames[f"{mode}.mp4"] = media.to_uint8_frames(output.video)
     return run, frames

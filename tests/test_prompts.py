@@ -30,7 +30,7 @@ def test_every_mode_has_a_long_structured_prompt_with_a_title(mode):
     assert prompts.COOKBOOK_KEY not in caption
     assert prompts.about(mode)["title"]
     assert prompts.count_words(caption) >= 250
-    text = prompts.prompt_text(audiovisual_settings.settings_for(mode, "default"))
+    text = prompts.prompt_text(audiovisual_settings.settings_for(mode, "published", tier=480))
     assert prompts.is_structured(text) and prompts.COOKBOOK_KEY not in text
 
 
@@ -56,10 +56,10 @@ def test_unconditioned_modes_have_no_conditioning():
 
 
 def test_metadata_uses_vllm_omni_keys_and_formats():
-    video = json.loads(prompts.prompt_text(audiovisual_settings.settings_for("t2v", "default")))
+    video = json.loads(prompts.prompt_text(audiovisual_settings.settings_for("t2v", "published", tier=480)))
     assert video["resolution"] == {"H": 480, "W": 832}
     assert (video["duration"], video["fps"]) == ("7s", 24.0)  # int(189 / 24) seconds, as vLLM-Omni writes it
-    image = json.loads(prompts.prompt_text(audiovisual_settings.settings_for("t2i", "default")))
+    image = json.loads(prompts.prompt_text(audiovisual_settings.settings_for("t2i", "published")))
     assert image["resolution"] == {"H": 1024, "W": 1024}
     assert "duration" not in image and "fps" not in image
 

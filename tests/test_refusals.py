@@ -39,12 +39,13 @@ def _parameters(name: str, folder: Path, **changes: object) -> dict[str, object]
 
 
 CASES = [
-    (AV_DIFFUSERS, {"PRESET": "ultra"}, "Unknown preset 'ultra'. Allowed presets: 'smoke'"),
+    (AV_DIFFUSERS, {"PRESET": "ultra"}, "PRESET='ultra' is not a preset. Allowed: 'smoke', 'draft', 'published'"),
     (AV_DIFFUSERS, {"MODES": "t2v,t2x"}, "Unknown mode 't2x'"),
     (AV_DIFFUSERS, {"IMAGE": "/no/such/image.png", "MODES": "i2v"}, "Conditioning image not found: /no/such/image.png"),
-    (AV_DIFFUSERS, {"SPEED": "ludicrous"}, "SPEED='ludicrous' is not one of the audiovisual notebooks' speeds."),
+    (AV_DIFFUSERS, {"SPEED": "ludicrous"}, "SPEED='ludicrous' is not one of this notebook's speeds. Allowed: 'none'"),
+    (AV_DIFFUSERS, {"SPEED": "fp8"}, "'fp8' is offered by the tuning notebook"),
     (AV_DIFFUSERS, {"GUARDRAILS": "yes"}, "GUARDRAILS='yes' is not allowed. Allowed values: 'auto', 'on', 'off'"),
-    (AV_DIFFUSERS, {"TIER": "1080p"}, "Unknown resolution tier '1080p'. Allowed tiers: '256p', '480p', '720p'"),
+    (AV_DIFFUSERS, {"TIER": 1080}, "TIER=1080 is not a resolution tier. Allowed: 256, 480, 720"),
     (AV_DIFFUSERS, {"VIDEO": __file__}, "VIDEO="),  # not a video
     (AV_DIFFUSERS, {"FIRST_LAST": "only-one.png"}, "FIRST_LAST='only-one.png' must name two images"),
     (AV_DIFFUSERS, {"MODEL": "/no/such/checkpoint"}, "MODEL='/no/such/checkpoint' is written as a path"),
@@ -58,26 +59,22 @@ CASES = [
     *(
         (
             name,
-            {"DISTILLED_MODEL": "nvidia/Cosmos3-Super-Image2Video-4Step", "PRESET": "default", "TIER": "720p"},
+            {"DISTILLED_MODEL": "nvidia/Cosmos3-Super-Image2Video-4Step", "PRESET": "draft"},
             "DISTILLED_MODEL='nvidia/Cosmos3-Super-Image2Video-4Step' is a published Cosmos 3 checkpoint",
         )
         for name in (AV_DIFFUSERS, AV_VLLM)
     ),
     (AV_VLLM, {"IMAGE": __file__}, "IMAGE="),
     (AV_VLLM, {"GUARDRAILS": "yes"}, "GUARDRAILS='yes' is not allowed. Allowed values: 'auto', 'on', 'off'"),
-    (AV_VLLM, {"SPEED": "warp"}, "SPEED='warp' is not allowed"),
-    (TUNING, {"SPEED": "warp"}, "SPEED='warp' is not allowed"),
+    (AV_VLLM, {"SPEED": "warp"}, "SPEED='warp' is not one of this notebook's speeds"),
+    (TUNING, {"SPEED": "warp"}, "SPEED='warp' is not one of this notebook's speeds"),
     *((name, {"ROLLOUT_CHUNKS": 6}, "ROLLOUT_CHUNKS=6 must be 1 to 5") for name in (ACTION_DIFFUSERS, ACTION_VLLM)),
     *(
-        (name, {"PRESET": "huge"}, "PRESET='huge' is not an action preset. Allowed: 'smoke', 'draft', 'default'")
-        for name in (ACTION_DIFFUSERS, ACTION_VLLM)
+        (name, {"PRESET": "huge"}, "PRESET='huge' is not a preset. Allowed: 'smoke', 'draft', 'published'")
+        for name in (ACTION_DIFFUSERS, ACTION_VLLM, TRANSFER_DIFFUSERS, TRANSFER_VLLM)
     ),
     *(
-        (name, {"PRESET": "huge"}, "PRESET='huge' is not a transfer preset. Allowed: 'smoke', 'draft', 'default'")
-        for name in (TRANSFER_DIFFUSERS, TRANSFER_VLLM)
-    ),
-    *(
-        (name, {"SPEED": "turbo"}, "SPEED='turbo' is not one of the transfer notebooks' speeds")
+        (name, {"SPEED": "turbo"}, "SPEED='turbo' is not one of this notebook's speeds. Allowed: 'none', 'fast'")
         for name in (TRANSFER_DIFFUSERS, TRANSFER_VLLM)
     ),
 ]
@@ -147,15 +144,7 @@ def test_good_input_passes_the_set_up(name: str, tmp_path: Path, monkeypatch: py
 
 
 # One per notebook, in a kernel: the wrong preset stops "Run All" in the set-up cell.
-KERNEL_RUNS = {
-    AV_DIFFUSERS: "Unknown preset 'huge'",
-    AV_VLLM: "Unknown preset 'huge'",
-    TUNING: "Unknown preset 'huge'",
-    ACTION_DIFFUSERS: "PRESET='huge' is not an action preset",
-    ACTION_VLLM: "PRESET='huge' is not an action preset",
-    TRANSFER_DIFFUSERS: "PRESET='huge' is not a transfer preset",
-    TRANSFER_VLLM: "PRESET='huge' is not a transfer preset",
-}
+KERNEL_RUNS = dict.fromkeys(notebooks.NOTEBOOKS, "PRESET='huge' is not a preset")
 
 
 @pytest.mark.notebook

@@ -36,13 +36,13 @@ def test_manifest_lists_what_the_files_hold(tmp_path):
     assert (video["path"], video["kind"], video["num_frames"], video["width"], video["height"]) == (
         "t2v_sound.mp4",
         "video",
-        17,
-        160,
-        96,
+        9,
+        320,
+        192,
     )
     assert video["has_audio"] and video["audio"]["codec"] == "aac" and video["seed"] == 9
     assert video["settings"]["preset"] == "smoke" and video["model"] == "tiny" and video["seconds"] >= 0
-    assert wav["kind"] == "audio" and wav["audio"]["duration_s"] == pytest.approx(17 / 24)
+    assert wav["kind"] == "audio" and wav["audio"]["duration_s"] == pytest.approx(9 / 24)
     assert run.summary()[0]["sound"] == "AAC"
 
 
@@ -85,7 +85,7 @@ def test_sound_asked_but_missing_is_an_error_not_a_silent_file(tmp_path):
     assert sorted(p.name for p in run.path.iterdir()) == ["manifest.json"]
 
 
-@pytest.mark.parametrize(("preset", "advice"), [("quality", "PRESET='default'"), ("default", "PRESET='draft'")])
+@pytest.mark.parametrize(("preset", "advice"), [("published", "PRESET='draft'"), ("draft", "PRESET='smoke'")])
 def test_out_of_memory_names_a_smaller_preset(tmp_path, preset, advice):
     run = runs.Run.create(tmp_path, backend="diffusers", model="nvidia/Cosmos3-Nano")
     s = audiovisual_settings.settings_for("t2v", preset)
@@ -121,7 +121,7 @@ def test_action_files_are_listed_as_pairs_with_their_settings_and_never_overwrit
     from helpers import action_settings, actions
 
     run = runs.Run.create(tmp_path, backend="diffusers", model="tiny")
-    s = action_settings.settings_for("inverse_dynamics", "av", "smoke", seed=2)
+    s = action_settings.settings_for("inverse_dynamics", "smoke", seed=2, domain_name="av")
     first = run.add_actions("id_av", np.zeros((60, 9)), s, units="m")
     second = run.add_actions("id_av", np.ones((60, 9)), s, units="m")
     assert (first.name, second.name) == ("id_av.npy", "id_av-2.npy")

@@ -12,6 +12,7 @@ import pytest
 
 from helpers import audiovisual_settings, prompts, speeds
 from helpers.errors import InvalidSettingError
+from tests import calls
 from tuning import pipelines, speed
 from tuning.pipelines import load_pipeline
 
@@ -23,7 +24,7 @@ def _fresh_pipe():
 
 def _generate(pipe, mode: str = "t2v_sound", steps: int = 3, image=None):
     s = audiovisual_settings.settings_for(mode, "smoke", num_inference_steps=steps, seed=7)
-    out = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt(), image=image)
+    out = calls.generate(pipe, s, prompts.prompt_text(s), prompts.negative_prompt(), image=image)
     return out.video, out.sound
 
 
@@ -32,13 +33,14 @@ def test_unknown_switch_names_the_allowed_ones():
         pipelines.check(["compile", "warp_drive"])
 
 
-def test_every_speed_names_known_switches_and_a_bad_speed_lists_the_choices():
-    for name, (names, _) in speed.SPEEDS.items():
-        assert speed.switches(name) == tuple(s for s in pipelines.SWITCHES if s in names)
+def test_every_speed_names_known_switches_in_the_order_they_apply_and_a_bad_speed_lists_the_choices():
+    for name in speeds.offered("tuning"):
+        names = speeds.switches(name, "tuning")
+        assert names == tuple(s for s in pipelines.SWITCHES if s in names)
     with pytest.raises(
         InvalidSettingError, match="SPEED='warp'.*'none', 'fast', 'turbo', 'fp8', 'low_vram', 'min_vram'"
     ):
-        speed.switches("warp")
+        speeds.switches("warp", "tuning")
 
 
 def test_apply_is_idempotent_and_reports_what_is_on():
@@ -115,7 +117,7 @@ def test_text_kv_cache_writes_the_next_prompt_of_the_same_length_into_the_keys_i
     second = first.swapcase()  # the tiny checkpoint's tokenizer has one token per byte: the same length
 
     def image(pipe, text: str):
-        return pipelines.generate(pipe, text, s, negative_prompt=prompts.negative_prompt()).video
+        return calls.generate(pipe, s, text, prompts.negative_prompt()).video
 
     hook = HookRegistry.check_if_exists_or_initialize(cached.transformer.layers[0]).get_hook(speed._TEXT_KV_HOOK)
     image(cached, first)
@@ -130,7 +132,7 @@ def test_text_kv_cache_writes_the_next_prompt_of_the_same_length_into_the_keys_i
 @pytest.mark.parametrize("name", ["low_vram", "min_vram"])
 def test_memory_speeds_run_on_the_tiny_checkpoint(name: str):
     pipe = _fresh_pipe()
-    pipelines.apply(pipe, speed.switches(name))
+    pipelines.apply(pipe, speeds.switches(name, "tuning"))
     video, _ = _generate(pipe, "t2v", steps=2)
     assert np.isfinite(video).all()
 
@@ -205,7 +207,7 @@ def test_memory_speeds_store_float8_weights_and_only_min_vram_streams_layers(nam
 
 def test_text_tower_offload_keeps_the_text_weights_out_of_the_model_and_changes_no_output():
     kept = _fresh_pipe()
-    pipelines.apply(kept, ["fp8_storage", "text_kv_cache"])
+    pipelines.apply(kept, ["fp8_storage", "text_kv_cache", "vae_tiling"])  # low_vram but the offload
     offloaded = load_pipeline("tiny", device="cpu", speed="low_vram")[0]
     assert "text_tower_offload" in pipelines.applied(offloaded)
     layer = offloaded.transformer.layers[0]
@@ -242,14 +244,14 @@ def test_fast_keeps_generating_across_many_sizes_and_modes():
     # Each size and prompt length recompiles the compiled layers; PyTorch's default limit (8) made `fast` fail with
     # "recompile limit exceeded" after a few tiers and modes (found on the H200). Here: more shapes than that.
     pipe = _fresh_pipe()
-    pipelines.apply(pipe, speed.switches("fast"))
+    pipelines.apply(pipe, speeds.switches("fast", "tuning"))
     assert "compile" in pipelines.applied(pipe)
     assert pipelines.skipped(pipe) == ("flash_attention", "cuda_graphs")  # no CUDA here: they cannot act
     sizes = [(64, 64), (96, 64), (128, 64), (64, 96), (128, 96), (160, 96), (96, 128), (192, 128), (128, 160)]
     for i, (width, height) in enumerate(sizes):
         mode = "t2i" if i % 3 == 0 else "t2v"
         s = audiovisual_settings.settings_for(mode, "smoke", width=width, height=height, num_inference_steps=2, seed=i)
-        out = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
+        out = calls.generate(pipe, s, prompts.prompt_text(s), prompts.negative_prompt())
         assert np.asarray(out.video).shape[-3:-1] == (height, width)
 
 
@@ -264,7 +266,7 @@ def test_fast_compiles_only_the_cached_generation_half_once_per_prompt_length():
     torch._dynamo.reset()
     counters.clear()
     pipe = _fresh_pipe()
-    pipelines.apply(pipe, speed.switches("fast"))
+    pipelines.apply(pipe, speeds.switches("fast", "tuning"))
     _generate(pipe, "t2v", steps=2)
     assert counters["stats"]["unique_graphs"] == 2
 
@@ -281,12 +283,12 @@ def test_memory_speeds_choose_the_allocator_before_cuda_starts_and_keep_a_users_
     assert "restart" in speeds.configure_allocator("low_vram") and speeds.ALLOCATOR_ENV not in os.environ
 
 
-@pytest.mark.parametrize("speed_name", list(speed.SPEEDS))
+@pytest.mark.parametrize("speed_name", speeds.offered("tuning"))
 def test_edge_runs_with_every_speed(speed_name):
     """Edge's feed-forward has no gate (Nemotron's squared ReLU); `low_vram` used to fail on its missing gate_proj."""
     pipe = load_pipeline("tiny-edge", device="cpu", speed=speed_name)[0]
     assert pipe.transformer.config.hidden_act == "relu2" and not hasattr(pipe.transformer.layers[0].mlp, "gate_proj")
     for mode in ("t2v", "t2i"):
         s = audiovisual_settings.settings_for(mode, "smoke", num_inference_steps=2, seed=7)
-        video = pipelines.generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt(mode)).video
+        video = calls.generate(pipe, s, prompts.prompt_text(s), prompts.negative_prompt(mode)).video
         assert video.shape == (s.num_frames, s.height, s.width, 3) and np.isfinite(video).all()

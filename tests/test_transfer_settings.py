@@ -68,7 +68,7 @@ def test_the_tables_equal_vllm_omnis(omni_server) -> None:
 
 
 def test_presets_and_overrides() -> None:
-    s = transfer_settings.settings_for("seg", "default")
+    s = transfer_settings.settings_for("seg", "published")
     assert (s.num_frames, s.fps, s.resolution_tier, s.num_inference_steps, s.control_guidance) == (
         121,
         30,
@@ -80,7 +80,7 @@ def test_presets_and_overrides() -> None:
         transfer_settings.settings_for(["edge", "depth"], "draft").control_guidance
         == transfer_settings.MULTI_CONTROL_GUIDANCE
     )
-    wsm = transfer_settings.settings_for("wsm", "default")
+    wsm = transfer_settings.settings_for("wsm", "published")
     assert (wsm.num_frames, wsm.fps, wsm.num_video_frames_per_chunk, wsm.guidance_scale) == (100, 10, 101, 1.0)
     chunked = transfer_settings.settings_for("edge", "draft", num_video_frames_per_chunk=61)
     assert (

@@ -16,6 +16,7 @@ from generation_form import backends, embed
 from helpers import audiovisual_settings
 from helpers.errors import InvalidSettingError
 from helpers.runs import Output, Run
+from helpers.settings import TIERS, get_preset
 
 PRESET_DEFAULT = "(preset)"
 
@@ -38,7 +39,7 @@ class GenerationForm:
     def __init__(self, backend: backends.Backend, run: Run, *, preset: str = "default", seed: int = 0):
         import ipywidgets as w
 
-        audiovisual_settings.get_preset(preset)
+        get_preset(audiovisual_settings.PRESETS, preset)
         self.backend = backend
         self.run = run
         self.last_error: BaseException | None = None
@@ -47,7 +48,7 @@ class GenerationForm:
         self._worker: threading.Thread | None = None
 
         # ipywidgets shows a None value as an empty box, so "use the preset's value" is "" or 0 here.
-        keep_text, keep_number = [(PRESET_DEFAULT, "")], [(PRESET_DEFAULT, 0)]
+        keep_number = [(PRESET_DEFAULT, 0)]
         self.mode = w.Dropdown(
             options=[(f"{audiovisual_settings.MODE_TITLES[m]} ({m})", m) for m in audiovisual_settings.MODES],
             description="Mode",
@@ -58,7 +59,7 @@ class GenerationForm:
             layout=w.Layout(width="95%", height="5em"),
         )
         self.preset = w.Dropdown(options=list(audiovisual_settings.PRESETS), value=preset, description="Preset")
-        self.tier = w.Dropdown(options=keep_text + [(t, t) for t in audiovisual_settings.TIERS], description="Tier")
+        self.tier = w.Dropdown(options=keep_number + [(f"{t}p", t) for t in TIERS], description="Tier")
         self.aspect_ratio = w.Dropdown(
             options=list(audiovisual_settings.ASPECT_RATIOS), value="16:9", description="Aspect"
         )

@@ -350,7 +350,7 @@ def where(base_url: str, device: str = "auto") -> str:
             f'BASE_URL="auto" starts a vLLM-Omni server on this machine, and vLLM publishes its server for Linux only '
             f"(this is {system}): nothing was downloaded. Point BASE_URL at a server (the room's, started with "
             "`bash scripts/serve_vllm_omni.sh tiny --host 0.0.0.0 --api-key <secret>` on a Linux machine, or "
-            '$OMNI_BASE_URL), with API_KEY; on Windows, WSL is Linux and runs it. The Diffusers notebooks run here.'
+            "$OMNI_BASE_URL), with API_KEY; on Windows, WSL is Linux and runs it. The Diffusers notebooks run here."
         )
     return "cuda" if serve.wants_gpu(None if device == "auto" else device) else "cpu"
 

@@ -31,7 +31,7 @@ def keep_compiled_code() -> str:
     it before the first compilation and before FlashAttention-4 is imported."""
     import os
 
-    from checkpoints import cache_root
+    from checkpoints.random_weights import cache_root
 
     folder = os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "torch-compile"))
     os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")

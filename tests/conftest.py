@@ -88,23 +88,18 @@ def _served_run(factory: pytest.TempPathFactory, name: str, server: LocalServer,
 def audiovisual_diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path) -> Path:
     """The audiovisual Diffusers notebook with every mode, the comparison section and the offline 4-step checkpoint:
     the executed notebook."""
-    return _smoke_run(
-        tmp_path_factory, "run_with_diffusers.ipynb", MODES="all", COMPARE="smoke", DISTILLED_MODEL="tiny-distilled"
-    )
+    from tests.notebook_checks import SESSION
+
+    return _smoke_run(tmp_path_factory, "run_with_diffusers.ipynb", **SESSION["run_with_diffusers.ipynb"])
 
 
 @pytest.fixture(scope="session")
 def audiovisual_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: LocalServer) -> Path:
     """The audiovisual vLLM-Omni notebook against the session's server, every mode, the comparison section, and the
     offline 4-step checkpoint on a server the notebook starts and stops itself (DISTILLED_BASE_URL="auto")."""
-    return _served_run(
-        tmp_path_factory,
-        "run_with_vllm_omni.ipynb",
-        omni_server,
-        MODES="all",
-        COMPARE="smoke",
-        DISTILLED_MODEL="tiny-distilled",
-    )
+    from tests.notebook_checks import SESSION
+
+    return _served_run(tmp_path_factory, "run_with_vllm_omni.ipynb", omni_server, **SESSION["run_with_vllm_omni.ipynb"])
 
 
 @pytest.fixture(scope="session")

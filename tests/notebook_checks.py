@@ -45,6 +45,14 @@ QUICKSTART_PUBLISHED = (832, 480, 189)
 
 # The action and transfer notebooks at their smallest: the tiny checkpoint, two steps, quiet.
 SMOKE = {"MODEL": "tiny", "PRESET": "smoke", "SEED": 0, "PROGRESS": False}
+# What the session's run of each notebook (tests/conftest.py) sets beyond `SMOKE`: the audiovisual pair every mode,
+# the comparison and the offline 4-step checkpoint. The tuning notebook's own test runs `fast`.
+SESSION = {
+    notebooks.PAIR[0]: {"MODES": "all", "COMPARE": "smoke", "DISTILLED_MODEL": "tiny-distilled"},
+    notebooks.PAIR[1]: {"MODES": "all", "COMPARE": "smoke", "DISTILLED_MODEL": "tiny-distilled"},
+    notebooks.TUNING: {"SPEED": "fast"},
+    **{name: {} for name in (*notebooks.ACTION_PAIR, *notebooks.TRANSFER_PAIR)},
+}
 
 
 def execute_smoke(name: str, out: Path, **parameters: object) -> Path:
@@ -68,8 +76,11 @@ def check_run(
     shifts: bool = False,
     quickstart: tuple[int, int, int] | None = QUICKSTART_TINY,
     four_step: str = "",
+    tier: int = 0,
+    aspect_ratio: str = "",
 ) -> dict[str, Any]:
-    """Decode every output listed in the manifest and compare it with the settings of its mode.
+    """Decode every output listed in the manifest and compare it with the settings of its mode (at `tier` and
+    `aspect_ratio`, the notebook's TIER and ASPECT_RATIO).
 
     `compared` are the presets of the comparison section, whose t2v outputs are listed as `t2v-vs-<preset>`;
     `shifts`: the run holds the flow-shift section's outputs too (when t2v was among the modes); `quickstart`: the
@@ -84,7 +95,8 @@ def check_run(
         outputs = outputs[1:]
     listed = sorted((o["mode"], o["kind"]) for o in outputs)
     extra = [f"t2v-vs-{p}" for p in compared] + ([f"t2v-shift{s:g}" for s in FLOW_SHIFTS] if shifts else [])
-    distilled = audiovisual_settings.distilled_settings(four_step, preset, seed=seed)
+    size = {k: v for k, v in {"tier": tier, "aspect_ratio": aspect_ratio}.items() if v}
+    distilled = audiovisual_settings.distilled_settings(four_step, preset, seed=seed, **size)
     expected = sorted(
         [(m, kind) for m in modes for kind, _ in EXPECTED_FILES[m]]
         + [(e, "video") for e in extra]
@@ -99,7 +111,7 @@ def check_run(
             assert (out["settings"]["num_inference_steps"], out["settings"]["guidance_scale"]) == (4, 1.0)
         else:
             s = audiovisual_settings.settings_for(
-                mode, other or preset, seed=seed, flow_shift=float(shift) if shift else None
+                mode, other or preset, seed=seed, flow_shift=float(shift) if shift else None, **size
             )
         if shift:
             s = dataclasses.replace(s, num_frames=min(s.num_frames, SHORT_FRAMES))
@@ -180,7 +192,7 @@ FAST_TOLERANCE = 2.0
 
 
 def check_tuning_run(
-    run_dir: Path, timings: list[dict[str, Any]], modes: list[str], preset: str, seed: int, speed: str
+    run_dir: Path, timings: list[dict[str, Any]], modes: list[str], preset: str, seed: int, speed: str, tier: int = 0
 ) -> dict[str, Any]:
     """The tuning notebook's run: per mode the reference, the first timed call and the second, each decoded and of
     the preset's size; its table has a row per mode, and `fast` kept the output."""
@@ -188,7 +200,7 @@ def check_tuning_run(
     names = [f"{m}-reference" for m in modes] + [f"{m}-{suffix}" for m in modes for suffix in (f"{speed}-first", speed)]
     assert [o["mode"] for o in manifest["outputs"]] == names
     for out in manifest["outputs"]:
-        s = audiovisual_settings.settings_for(out["mode"].split("-")[0], preset, seed=seed)
+        s = audiovisual_settings.settings_for(out["mode"].split("-")[0], preset, seed=seed, tier=tier or None)
         info = media.probe(run_dir / out["path"])
         assert (info.width, info.height, info.num_frames) == (s.width, s.height, s.num_frames), out["path"]
         assert out["seconds"] > 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tuning.pipelines import apply, load_pipeline
+from tuning.pipelines import apply, load_pipeline, notebook_call
 from tuning.several_gpus import layout, runner
 from tuning.several_gpus.request import Request
 
@@ -44,8 +44,9 @@ def main(out: Path) -> None:
         pipe, _ = load_pipeline("tiny", device="cpu")
         apply(pipe, SWITCHES)
         runner.install(pipe, request, place)
+        generate = notebook_call(pipe)
         for mode, s in request.settings():
-            output, deviation = runner.generate(pipe, request, place, s)
+            output, deviation = runner.generate_on_rank(generate, request, place, s)
             if place.is_writer:
                 sound = output.sound.float().numpy() if output.sound is not None else np.zeros(0)
                 np.savez(out / f"{cfg}x{context}-{mode}.npz", video=output.video, sound=sound, deviation=deviation)

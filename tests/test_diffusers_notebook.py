@@ -89,22 +89,6 @@ def test_the_fp8_revisions_format_runs_through_the_notebook_as_published(tmp_pat
     assert manifest["info"]["fp8"] is True
 
 
-@pytest.mark.parametrize(
-    ("speed", "switches"), [("turbo", ["compile", "sea_cache"]), ("low_vram", ["fp8_storage", "vae_tiling"])]
-)
-def test_diffusers_own_switches_run_as_speed_names_them(tmp_path, speed, switches):
-    # `turbo` covers compile_repeated_blocks and SeaCache, `low_vram` float8 storage (before the weights move) and
-    # VAE tiling; `min_vram` adds group offloading to the latter and `fast` is compilation alone.
-    executed = notebooks.execute(
-        NAME,
-        tmp_path / "out.ipynb",
-        {"MODEL": "tiny", "PRESET": "smoke", "MODES": "t2v", "SPEED": speed, "OUTPUT_DIR": str(tmp_path / "media")},
-    )
-    assert error_outputs(executed) == []
-    manifest = check_run(notebooks.run_folder_from(executed), ["t2v"], "smoke", 0, shifts=True)
-    assert manifest["info"]["switches"] == switches
-
-
 # The quick tier's one notebook run end to end (scripts/test_quick.sh), as nbmake runs a notebook from a fresh
 # python3 kernel: two modes, sound and two images.
 @pytest.mark.quick

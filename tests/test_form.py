@@ -39,7 +39,7 @@ def omni_client(omni_server: LocalServer) -> Iterator[openai.OpenAI]:
 def _check_video(form: GenerationForm, frames: int, sound: bool) -> None:
     video = next(o for o in form.last_outputs if o.kind == "video")
     info = media.probe(form.run.path / video.path)
-    assert (info.num_frames, info.width, info.height, info.has_audio) == (frames, 160, 96, sound)
+    assert (info.num_frames, info.width, info.height, info.has_audio) == (frames, 320, 192, sound)
     assert "<video" in form.result.value and "data:video/mp4;base64," in form.result.value
     assert form.last_error is None and form.error.value == ""
 
@@ -71,7 +71,7 @@ def test_free_text_prompt_and_uploaded_image(diffusers_form, tmp_path):
         },
     )
     diffusers_form.submit()
-    _check_video(diffusers_form, 17, sound=False)
+    _check_video(diffusers_form, 9, sound=False)
     assert (diffusers_form.run.path / "inputs" / "mine.png").read_bytes() == image.read_bytes()
 
 

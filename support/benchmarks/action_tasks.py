@@ -64,7 +64,7 @@ def fitted(s: action_settings.ActionSettings, picture: object) -> object:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="nano-random")
-    parser.add_argument("--preset", default="default", choices=list(action_settings.PRESETS))
+    parser.add_argument("--preset", default="published", choices=list(action_settings.PRESETS))
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)

@@ -36,7 +36,7 @@ NATIVE = ("native", "_native_cudnn", "_native_flash", "_native_efficient")
 
 def video_tokens(tier: str, frames: int) -> int:
     """The generation tokens of a `frames`-frame 16:9 output (1 frame: an image)."""
-    width, height = audiovisual_settings.SIZES[tier]["16:9"]
+    width, height = audiovisual_settings.SIZES[int(tier.removesuffix("p"))]["16:9"]
     latent_frames = (frames - 1) // 4 + 1
     return latent_frames * math.ceil(height / 32) * math.ceil(width / 32)
 

@@ -30,14 +30,14 @@ DIFFUSERS_RUN = """
 import json, sys, time
 started = time.perf_counter()
 import torch, diffusers
-from tuning.pipelines import generate, load_pipeline
+from tuning.pipelines import load_pipeline, notebook_call
 from helpers import audiovisual_settings, prompts
 imported = time.perf_counter()
 model, preset, speed, device, tier = sys.argv[1:6]
 pipe, checkpoint = load_pipeline(model, device=device, speed=speed)
 loaded = time.perf_counter()
-s = audiovisual_settings.settings_for("t2v", preset, tier=tier or None)
-generate(pipe, prompts.prompt_text(s), s, negative_prompt=prompts.negative_prompt())
+s = audiovisual_settings.settings_for("t2v", preset, tier=int(tier.removesuffix("p") or 0) or None)
+notebook_call(pipe)(s, prompts.prompt_text(s), prompts.negative_prompt())  # the notebook's own call
 done = time.perf_counter()
 print(json.dumps({"import_s": imported - started, "load_s": loaded - imported, "first_video_s": done - loaded}))
 """
@@ -98,7 +98,7 @@ def vllm_omni_route(args: argparse.Namespace) -> tuple[dict[str, float], list[di
     from local_server import omni_http
     from local_server.server import LocalServer, server_flags
 
-    s = audiovisual_settings.settings_for("t2v", args.preset, tier=args.tier or None)
+    s = audiovisual_settings.settings_for("t2v", args.preset, tier=int(args.tier.removesuffix("p") or 0) or None)
     started = time.perf_counter()
     flags = server_flags(args.model, "auto", args.speed)
     with LocalServer.start(args.model, device=args.device, flags=flags, progress=False) as server:

@@ -37,7 +37,7 @@ import gpu_benchmark
 import result_file
 
 from checkpoints import random_weights
-from helpers import audiovisual_settings, media, prompts
+from helpers import audiovisual_settings, media, prompts, speeds
 from tuning import fp8, speed
 from tuning.pipelines import applied, apply, skipped
 
@@ -91,7 +91,7 @@ def video_and_images(args, save, parts: set[str]) -> None:
     row, video = _timed(pipe, clock, args, "t2v", args.tier, n, label="fp8_linears alone, eager")
     _levels(row, video, reference)
     save(row)
-    apply(pipe, speed.switches("fp8"))
+    apply(pipe, speeds.switches("fp8", "tuning"))
     started = time.perf_counter()
     gpu_benchmark.generate(pipe, clock, "t2v", args.tier, args.frames, 2, 2)  # compiles for this size
     compile_s = round(time.perf_counter() - started, 1)
@@ -110,7 +110,7 @@ def video_and_images(args, save, parts: set[str]) -> None:
 def full_run(args, save) -> None:
     pipe = gpu_benchmark.build_pipeline(args.arch, args.device)
     clock = gpu_benchmark.StepClock(pipe)
-    apply(pipe, speed.switches("fp8"))
+    apply(pipe, speeds.switches("fp8", "tuning"))
     started = time.perf_counter()
     gpu_benchmark.generate(pipe, clock, "t2v", args.tier, args.frames, 2, 2)
     compile_s = round(time.perf_counter() - started, 1)
@@ -220,8 +220,8 @@ def four_steps(args, save) -> None:
     def once(mode: str, label: str) -> dict[str, Any]:
         s = audiovisual_settings.settings_for(
             mode,
-            "default",
-            tier=args.tier,
+            "published",
+            tier=gpu_benchmark.tier_of(args.tier),
             seed=gpu_benchmark.SEED,
             num_inference_steps=4,
             guidance_scale=1.0,

@@ -31,7 +31,7 @@ import result_file
 
 from checkpoints import random_weights
 from helpers import audiovisual_settings, prompts, speeds
-from tuning import lessons, speed
+from tuning import lessons
 from tuning.pipelines import applied, apply, load_pipeline, skipped
 
 # NVIDIA's published single-H200 Nano times (s), inference_benchmarks.md in NVIDIA/cosmos.
@@ -83,11 +83,16 @@ class StepClock:
         self.first_forward, self.step_ends = None, []
 
 
+def tier_of(label: str) -> int:
+    """A tier as the results files name it ("480p"), as the settings take it (480)."""
+    return int(str(label).removesuffix("p"))
+
+
 def settings(mode: str, tier: str, frames: int | None, steps: int, seed: int = SEED):
-    overrides: dict[str, Any] = {"tier": tier, "num_inference_steps": steps, "seed": seed}
+    overrides: dict[str, Any] = {"tier": tier_of(tier), "num_inference_steps": steps}
     if mode != "t2i":
         overrides["num_frames"] = frames
-    return audiovisual_settings.settings_for(mode, "default", **overrides)
+    return audiovisual_settings.settings_for(mode, "published", seed=seed, **overrides)
 
 
 def generate(
@@ -264,7 +269,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def preset_speedups(preset: str) -> tuple[str, ...]:
     """A preset's switches; `fast-flash_attention` is `fast` without that switch (an ablation)."""
     name, *dropped = preset.split("-")
-    return tuple(s for s in speed.switches("none" if name == "baseline" else name) if s not in dropped)
+    return tuple(s for s in speeds.switches("none" if name == "baseline" else name, "tuning") if s not in dropped)
 
 
 def under_cap(preset: str, args, baseline, plan, full, save, over_budget) -> None:
@@ -282,7 +287,7 @@ def under_cap(preset: str, args, baseline, plan, full, save, over_budget) -> Non
         print(f"{preset}: {left:.2f} GiB still allocated before the rebuild", flush=True)
     pipe = build_pipeline(args.arch, args.device)
     clock = StepClock(pipe)
-    apply(pipe, speed.switches(preset))
+    apply(pipe, speeds.switches(preset, "tuning"))
     gc.collect()
     for tier, gib, *timed in caps:
         if over_budget():

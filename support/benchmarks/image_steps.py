@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_benchmark import StepClock, build_pipeline, preset_speedups  # noqa: E402
+from gpu_benchmark import StepClock, build_pipeline, preset_speedups, tier_of  # noqa: E402
 
 from helpers import audiovisual_settings, prompts  # noqa: E402
 from tuning import (
@@ -34,7 +34,7 @@ from tuning import (
 
 
 def image(pipe, clock: StepClock, tier: str, steps: int) -> None:
-    s = audiovisual_settings.settings_for("t2i", "default", tier=tier, num_inference_steps=steps, seed=1234)
+    s = audiovisual_settings.settings_for("t2i", "published", tier=tier_of(tier), num_inference_steps=steps, seed=1234)
     clock.reset()
     call = lessons.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own `generate`
     call(s, prompts.prompt_text(s), prompts.negative_prompt(s.mode), callback_on_step_end=clock.on_step_end)

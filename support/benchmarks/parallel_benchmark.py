@@ -45,8 +45,8 @@ def request_for(args: argparse.Namespace, gpus: int, media: Path) -> Request:
         model=args.model,
         gpus=gpus,
         modes="t2v",
-        preset="default",
-        tiers=args.tiers,
+        preset="published",
+        tiers=",".join(t.removesuffix("p") for t in args.tiers.split(",")),
         speed=args.speed,
         seed=SEED,
         output_dir=str(media),
@@ -65,7 +65,7 @@ def rows_of(run_dir: Path, request: Request, wall_s: float) -> list[dict[str, An
     rows = []
     for output in manifest["outputs"]:
         size = (output["settings"]["width"], output["settings"]["height"])
-        tier = next((t for t, sizes in audiovisual_settings.SIZES.items() if size in sizes.values()), "")
+        tier = next((f"{t}p" for t, sizes in audiovisual_settings.SIZES.items() if size in sizes.values()), "")
         rows.append(
             {
                 "model": request.model,

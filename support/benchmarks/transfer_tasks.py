@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="nano-random")
     parser.add_argument("--task", default="edge", choices=TASKS)
-    parser.add_argument("--preset", default="default", choices=list(transfer_settings.PRESETS))
+    parser.add_argument("--preset", default="published", choices=list(transfer_settings.PRESETS))
     parser.add_argument("--tier", type=int, default=None, help="another resolution tier than the preset's (480)")
     parser.add_argument("--steps", type=int, nargs=2, default=(2, 4), help="the two step counts timed")
     parser.add_argument("--device", default="auto")

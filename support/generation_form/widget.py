@@ -36,7 +36,7 @@ def _parse_optional(text: str, kind: type, name: str) -> Any:
 class GenerationForm:
     """Mode, prompt, preset and overrides, an optional upload, Generate / Stop, progress and the result."""
 
-    def __init__(self, backend: backends.Backend, run: Run, *, preset: str = "default", seed: int = 0):
+    def __init__(self, backend: backends.Backend, run: Run, *, preset: str = "draft", seed: int = 0):
         import ipywidgets as w
 
         get_preset(audiovisual_settings.PRESETS, preset)

@@ -29,7 +29,7 @@ import checkpoints
 from checkpoints.names import Source
 from checkpoints.resolver import source_of
 from helpers import speeds
-from helpers.errors import CookbookError, InvalidSettingError
+from helpers.errors import CookbookError, GuardrailsUnavailableError, InvalidSettingError
 from helpers.settings import check_guardrails
 from local_server import serve
 from local_server.omni_http import EXPLAIN_ERROR, OmniAPIError, wait_for_server
@@ -385,6 +385,12 @@ def endpoint(
         return Endpoint(base_url.rstrip("/"), key, None)
     if os.environ.get(BASE_URL_ENV):
         return Endpoint(os.environ[BASE_URL_ENV].rstrip("/"), key, None)
+    if runs_on == "cpu" and "--no-guardrails" not in flags:
+        raise GuardrailsUnavailableError(
+            f"GUARDRAILS={guardrails!r} asks for NVIDIA's guardrails on the vLLM-Omni server this notebook starts, and "
+            "its CPU build runs without them (no cosmos_guardrail there). Set GUARDRAILS='off' (or 'auto', off for "
+            "the random-weight checkpoints), or point BASE_URL at a server that runs them."
+        )
     if skipped:
         print(f"SPEED={speed!r} on a CPU server: {' '.join(skipped)} left out (they need a GPU)")
     server = LocalServer.start(model, api_key=key, flags=flags, device=device, progress=progress)

@@ -1,2 +1,3 @@
-"""The Diffusers side: resolving MODEL, the random-weight checkpoints, the speed and memory switches, and the
-`pipe(...)` call for code that runs without a notebook cell."""
+"""The cookbook's own speed and memory switches for the Diffusers pipeline (`speed`, `attention`, `flash_attention`,
+`fp8`), applied by name (`pipelines`), the notebooks' calls for code without a notebook (`lessons`), and several GPUs
+(`several_gpus`). Only make_it_fast_with_diffusers.ipynb, the benchmarks and the tests import it."""

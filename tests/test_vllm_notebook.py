@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cookbook_tools import notebooks
-from helpers import media
+from helpers import audiovisual_settings, media
 from helpers.assets import notebook_path
 from helpers.runs import MANIFEST_NAME
 from tests.conftest import SERVER_KEY
@@ -75,7 +75,8 @@ def test_papermill_run_against_the_real_server_writes_every_mode_and_every_file_
     # The wall time is measured by support/benchmarks/notebook_wall_time.py, not asserted here.
     check_run(vllm_run[0], ALL_MODES, "smoke", 0, compared=("smoke",), four_step="tiny-distilled")
     samples, rate = media.read_audio(vllm_run[0] / "t2v_sound.wav")
-    assert rate == 48000 and samples.shape == (2, round(17 / 24 * 48000))
+    frames = audiovisual_settings.settings_for("t2v_sound", "smoke").num_frames
+    assert rate == 48000 and samples.shape == (2, round(frames / 24 * 48000))
 
 
 @pytest.fixture(scope="module")

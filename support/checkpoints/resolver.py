@@ -174,9 +174,9 @@ def _distilled(model: str, source: Source) -> str:
     return ""
 
 
-def _source(model: str, parameter: str) -> Source:
+def _source(model: str, parameter: str, served: bool) -> Source:
     """Where MODEL comes from, with every check of its name and its folder: a path that is not there, a folder that
-    is no checkpoint, and a 4-step checkpoint in the wrong parameter."""
+    is no checkpoint, and a 4-step checkpoint in the wrong parameter (a server takes either kind)."""
     source = source_of(model)
     local = Path(model).expanduser()
     if source is Source.LOCAL and not local.exists():
@@ -191,7 +191,7 @@ def _source(model: str, parameter: str) -> Source:
             "that `hf download nvidia/Cosmos3-Nano --local-dir <folder>` created."
         )
     distilled = _distilled(model, source)
-    if bool(distilled) != (parameter == models.DISTILLED_PARAMETER):
+    if not served and bool(distilled) != (parameter == models.DISTILLED_PARAMETER):
         raise InvalidSettingError(_wrong_kind(model, parameter, distilled))
     return source
 
@@ -220,7 +220,7 @@ def _check_guardrails_available(model: str) -> None:
 
 
 def _prepare(
-    model: str, device: str, guardrails: str | bool | None, parameter: str
+    model: str, device: str, guardrails: str | bool | None, parameter: str, served: bool
 ) -> tuple[Any, Any, Source, bool, tuple[str, str | None]]:
     """Every check of `resolve` that needs no download or build, in this order: the device and the values, MODEL
     itself (a Hub id needs a GPU, unless DEVICE asks for the CPU on purpose), the guardrail package. Returns the
@@ -229,7 +229,7 @@ def _prepare(
     target = choose_device(device)
     dtype = choose_dtype(target)
     guardrails_wanted(guardrails, Source.HUB)  # a bad value fails before any build or download
-    source = _source(model, parameter)
+    source = _source(model, parameter, served)
     if source is Source.HUB and target.type != "cuda" and device == "auto":
         raise ModelUnavailableError(_needs_a_gpu(model, parameter))
     use_guardrails = guardrails_wanted(guardrails, source)
@@ -245,10 +245,11 @@ def check(
     device: str = "auto",
     guardrails: str | bool | None = "auto",
     parameter: str = "MODEL",
+    served: bool = False,
 ) -> Source:
     """Every check `resolve` makes, without building or downloading anything (a notebook checks a second checkpoint
     before it fetches the first). Returns where MODEL comes from."""
-    _, _, source, use_guardrails, (model_id, _) = _prepare(model, device, guardrails, parameter)
+    _, _, source, use_guardrails, (model_id, _) = _prepare(model, device, guardrails, parameter, served)
     if source is Source.HUB:
         hub.check_access(model_id, model=model, guardrails=use_guardrails)
     return source
@@ -260,11 +261,13 @@ def resolve(
     device: str = "auto",
     guardrails: str | bool | None = "auto",
     parameter: str = "MODEL",
+    served: bool = False,
 ) -> Checkpoint:
     """MODEL as a folder for `from_pretrained` (random-weight ones built once, Hub ids downloaded), with the device,
     dtype and guardrail setting to load it with, after every `check`. `parameter` is the notebook parameter that
-    named it: `DISTILLED_MODEL` takes the 4-step checkpoints, every other one the full ones."""
-    target, dtype, source, use_guardrails, (model_id, revision) = _prepare(model, device, guardrails, parameter)
+    named it: in a Diffusers notebook `DISTILLED_MODEL` takes the 4-step checkpoints, every other one the full ones;
+    a vLLM-Omni server (`served`) takes either."""
+    target, dtype, source, use_guardrails, (model_id, revision) = _prepare(model, device, guardrails, parameter, served)
     if source is Source.RANDOM:
         path = random_weights.ensure(model, target)
     elif source is Source.LOCAL:

@@ -221,7 +221,7 @@ def command(model: str, flags: Sequence[str], gpu: bool | None = None) -> list[s
     a GPU is refused before anything is downloaded, unless $COSMOS3_VLLM_OMNI_DEVICE=cpu asks for the CPU on purpose.
     The server's guardrails are its own (`--no-guardrails` turns them off), not the cookbook environment's."""
     gpu = has_nvidia_gpu() if gpu is None else gpu
-    checkpoint = checkpoints.resolve(model, device=os.environ.get(DEVICE_ENV, "auto"), guardrails=False)
+    checkpoint = checkpoints.resolve(model, device=os.environ.get(DEVICE_ENV, "auto"), guardrails=False, served=True)
     args = list(flags)
     if _flag(args, "--host") is None:
         args += ["--host", "127.0.0.1"]  # vLLM's own default is every interface

@@ -120,7 +120,7 @@ class LocalServer:
             raise InvalidSettingError(f"DEVICE={device!r} is not allowed for a local server. Allowed: auto, cpu, cuda.")
         # MODEL's own checks (a Hub id without a GPU among them), before a server starts to download anything; the
         # server's guardrails are its own.
-        checkpoints.check(model, device=device, guardrails=False)
+        checkpoints.check(model, device=device, guardrails=False, served=True)
         port = port or free_port()
         command = [sys.executable, "-m", serve.__name__, model, "--port", str(port), *flags]
         scratch = None if log_path else Path(tempfile.mkdtemp(prefix="omni-server-"))

@@ -43,7 +43,9 @@ def _final_latents(pipe, settings, video) -> torch.Tensor:
 @pytest.mark.slow
 def test_fl2v_keeps_the_encodings_of_the_first_and_the_last_image_whatever_the_seed(tiny_pipe) -> None:
     pipe, _ = tiny_pipe
-    runs = [audiovisual_settings.settings_for("fl2v", "smoke", seed=seed, num_inference_steps=2, **SMALL) for seed in (1, 2)]
+    runs = [
+        audiovisual_settings.settings_for("fl2v", "smoke", seed=seed, num_inference_steps=2, **SMALL) for seed in (1, 2)
+    ]
     frames = backends.first_and_last_frames(backends.build_request("fl2v", runs[0]))
     first_latent, last_latent = runs[0].condition_frame_indexes
     assert (first_latent, last_latent) == (0, (17 - 1) // 4)

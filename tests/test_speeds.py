@@ -51,6 +51,15 @@ def test_a_name_means_one_thing_each_column_uses_what_its_notebook_may_and_the_o
     assert [row["SPEED"] for row in speeds.table()] == list(speeds.SPEEDS)
 
 
+def test_the_readme_shows_the_one_table_as_the_code_has_it() -> None:
+    from helpers.assets import repo_root
+
+    rows = speeds.table()
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    lines += ["| " + " | ".join(f"`{v}`" if k == "SPEED" else v for k, v in row.items()) + " |" for row in rows]
+    assert "\n".join(lines) in (repo_root() / "README.md").read_text()
+
+
 def test_a_value_a_notebook_does_not_take_is_refused_with_the_ones_it_takes_and_where_it_is_offered() -> None:
     with pytest.raises(
         InvalidSettingError, match=r"SPEED='fp8' .* Allowed: 'none', 'fast'\. 'fp8' is offered by the tuning"

@@ -26,9 +26,13 @@ details { font-size: 0.8rem; } pre { white-space: pre-wrap; word-break: break-wo
 """
 
 
-def _prompt_title(mode: str) -> str:
+def _prompt(item: dict[str, Any]) -> str:
+    """What the file was made from: the prompt the run recorded with it (the quickstart's), else the title of the
+    mode's bundled structured prompt, else nothing."""
+    if item.get("prompt"):
+        return str(item["prompt"])
     try:
-        return str(prompts.about(mode).get("title", ""))
+        return str(prompts.about(item["mode"]).get("title", ""))
     except Exception:  # noqa: BLE001 - a gallery of foreign runs must not fail on a missing prompt asset
         return ""
 
@@ -52,12 +56,13 @@ def _card(run_dir: Path, page_dir: Path, item: dict[str, Any], audio_of: dict[st
     facts += [f"seed {item['seed']}"] if item.get("seed") is not None else []
     facts += [f"preset {html.escape(str(s['preset']))}"] if s.get("preset") else []
     facts += [f"{item['seconds']:.2f} s"] if item.get("seconds") is not None else []
+    prompt = _prompt(item)
     return (
         f'<div class="card" data-mode="{html.escape(mode)}"><h3>{html.escape(MODE_TITLES.get(mode, mode))}</h3>'
         f"{player}"
         f'<p class="meta">{"; ".join(facts)}</p>'
-        f'<p class="meta">Prompt: {html.escape(_prompt_title(mode))}</p>'
-        f"<details><summary>settings</summary><pre>{html.escape(settings)}</pre></details></div>"
+        + (f'<p class="meta">Prompt: {html.escape(prompt)}</p>' if prompt else "")
+        + f"<details><summary>settings</summary><pre>{html.escape(settings)}</pre></details></div>"
     )
 
 

@@ -25,10 +25,11 @@ PRESET_MEANINGS: dict[str, str] = {
 # and transfer bin, which the notebooks do not offer.
 TIERS: tuple[int, ...] = (256, 480, 720)
 GUARDRAIL_CHOICES: tuple[str, ...] = ("auto", "on", "off")
-# A CPU takes sizes the tiny checkpoint makes in about half a minute on two cores at most: its video decoder, most of
-# the work there, turns about half a million pixel-frames a second, so a 720p clip of 17 frames is the largest
-# (smoke at TIER 720); 480p at 189 frames would take two minutes a video, and 720p five.
-CPU_PIXEL_FRAMES = 1280 * 720 * 17
+# A CPU takes what the tiny checkpoint makes in about a quarter of a minute on two cores: its video decoder, most of
+# the work there, turns about half a million pixel-frames a second, so a 720p clip of 9 frames is the largest
+# (`smoke` at TIER 720). The audiovisual and action `draft` fit; a transfer's 121-frame `draft` would take half a
+# minute a call, 480p at 189 frames two minutes a video, and 720p five.
+CPU_PIXEL_FRAMES = 1280 * 720 * 9
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,6 @@ def check_fits_a_cpu(settings: Iterable[Settings], device: str) -> None:
             raise InvalidSettingError(
                 f"PRESET={s.preset!r} makes {s.mode} with {s.pixel_frames / 1e6:.0f} million pixel-frames a call; on a "
                 f"CPU that takes minutes a generation even with the tiny checkpoint (its video decoder alone), and "
-                f"this run would not finish in a sitting. On a CPU use PRESET='smoke' (TIER up to 720) or 'draft' (its "
-                f"own 256p), which make at most {CPU_PIXEL_FRAMES / 1e6:.1f} million; run larger ones on a GPU."
+                f"this run would not finish in a sitting. On a CPU use PRESET='smoke' (with any TIER): a call there "
+                f"makes at most {CPU_PIXEL_FRAMES / 1e6:.1f} million. Run this preset on a GPU."
             )

@@ -29,8 +29,10 @@ from tests.notebook_checks import (
     check_run,
     check_tuning_run,
     error_outputs,
+    printed,
     run_nbmake,
 )
+from tests.offered import offered
 from tests.transfer_checks import check_transfer_run
 
 torch = pytest.importorskip("torch")
@@ -162,6 +164,38 @@ def test_action_and_transfer_notebooks_on_cuda(
     else:
         facts["server_peak_gib"] = round(max(o.get("peak_memory_mb") or 0 for o in manifest["outputs"]) / 1024, 2)
     _record(facts, manifest, record_property)
+
+
+# Each Diffusers notebook's SPEED values (its parameters comment, the one table's column), at tiny on CUDA.
+_DIFFUSERS_SPEEDS = [
+    (name, speed)
+    for name in (DIFFUSERS, notebooks.TUNING, notebooks.ACTION_PAIR[0], notebooks.TRANSFER_PAIR[0])
+    for speed in offered(name)["SPEED"]
+]
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize(("name", "speed"), _DIFFUSERS_SPEEDS)
+def test_every_speed_of_each_diffusers_notebook_runs_on_cuda(name: str, speed: str, tmp_path: Path) -> None:
+    """The values CPU CI runs on the CPU, on a GPU, where their GPU switches act: `fp8`'s on Hopper."""
+    from tuning import fp8
+
+    _require_cuda()
+    if speed == "fp8" and (reason := fp8.attention_unavailable_reason(torch.device("cuda"))):
+        _unavailable(reason)
+    parameters = {"MODEL": "tiny", "PRESET": "smoke", "SPEED": speed, "SEED": SEED, "DEVICE": "cuda"}
+    parameters |= {"PROGRESS": False, "OUTPUT_DIR": str(tmp_path / "media")}
+    if name in (DIFFUSERS, notebooks.TUNING):
+        parameters["MODES"] = "t2v"
+    executed = notebooks.execute(name, tmp_path / Path(name).name, parameters, timeout_s=1800)
+    assert error_outputs(executed) == []
+    info = notebooks.run_info(executed)
+    assert info["speed"] == speed and info["device"].startswith("cuda")
+    if name == notebooks.TUNING:
+        check_tuning_run(notebooks.run_folder_from(executed), info["timings"], ["t2v"], "smoke", SEED, speed)
+        if speed == "fp8":  # on Hopper both FP8 switches act
+            out = printed(executed)
+            assert "products in FP8" in out and "FlashAttention-3 FP8 for the generation tokens" in out, out
 
 
 def test_flash_attention_kernel_matches_pytorch_attention() -> None:

@@ -88,7 +88,16 @@ def test_the_vllm_quickstart_sends_what_its_curl_shows_and_shows_the_published_l
     curl = _curl_fields(markdown)
     (post,) = _calls(code, "post")
     (data,) = [k.value for k in post.keywords if k.arg == "data"]
-    sent = {ast.literal_eval(k): v for k, v in zip(data.keys, data.values, strict=True)}
+    # The literals the cell assigns before the request (the prompt), as the request's fields name them.
+    named = {
+        node.targets[0].id: node.value
+        for node in ast.parse(code).body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+    sent = {
+        ast.literal_eval(k): named.get(v.id, v) if isinstance(v, ast.Name) else v
+        for k, v in zip(data.keys, data.values, strict=True)
+    }
     assert set(curl) == set(sent), (sorted(curl), sorted(sent))
     for field in ("fps", "guidance_scale", "flow_shift", "seed"):
         assert float(curl[field]) == ast.literal_eval(sent[field]), field

@@ -48,15 +48,15 @@ NOWHERE = "http://127.0.0.1:9"  # a vLLM-Omni set-up that gets past its checks s
 # The audiovisual pair's vLLM-Omni twin takes the same values against the session's server, where SPEED only prints
 # the server's flags; each run makes one mode, so that a run costs seconds.
 _AUDIOVISUAL = [
-    {"PRESET": "draft", "ASPECT_RATIO": "4:3", "SPEED": "fast", "MODES": "t2v"},
+    {"PRESET": "draft", "ASPECT_RATIO": "4:3", "SPEED": "fast", "MODES": "t2i"},
     {"TIER": 480, "ASPECT_RATIO": "1:1", "SPEED": "turbo", "MODES": "t2i"},
-    {"TIER": 720, "ASPECT_RATIO": "3:4", "SPEED": "low_vram", "MODES": "i2v"},
+    {"TIER": 720, "ASPECT_RATIO": "3:4", "SPEED": "low_vram", "MODES": "t2i"},
     {"TIER": 256, "ASPECT_RATIO": "9:16", "SPEED": "min_vram", "MODES": "fl2v"},
     {"ASPECT_RATIO": "16:9"},  # the default modes: t2v, i2v, t2v_sound
 ]
 VARIATIONS: dict[str, list[dict[str, object]]] = {
     AV_DIFFUSERS: _AUDIOVISUAL,
-    AV_VLLM: [{**v, "MODES": "v2v"} if v.get("MODES") == "t2v" else v for v in _AUDIOVISUAL],
+    AV_VLLM: _AUDIOVISUAL,
     TUNING: [
         {"SPEED": "none", "PRESET": "draft", "MODES": "t2i"},
         {"SPEED": "turbo", "TIER": 256, "MODES": "t2v"},
@@ -66,17 +66,23 @@ VARIATIONS: dict[str, list[dict[str, object]]] = {
     ],
     ACTION_DIFFUSERS: [{"PRESET": "draft", "SPEED": "fast", "ROLLOUT_CHUNKS": 1}],
     ACTION_VLLM: [{"PRESET": "draft", "SPEED": "fast", "ROLLOUT_CHUNKS": 1}],
-    TRANSFER_DIFFUSERS: [{"PRESET": "draft", "SPEED": "fast"}],
-    TRANSFER_VLLM: [{"PRESET": "draft", "SPEED": "fast"}],
+    TRANSFER_DIFFUSERS: [{"SPEED": "fast"}],
+    TRANSFER_VLLM: [{"SPEED": "fast"}],
 }
 # Values that change only the set-up (where the model runs, whether guardrails load, random weights being exempt).
 SET_UP: dict[str, list[object]] = {"GUARDRAILS": ["off"], "DEVICE": ["cpu"]}
 # Values this machine cannot run, and the words of the refusal. A vLLM-Omni notebook is asked for a server of its own
-# (BASE_URL="auto"): there the set-up knows the server would run on this CPU.
+# (BASE_URL="auto"): there the set-up knows the server would run on this CPU. A transfer's `draft` is the whole
+# 121-frame clip, too long for a CPU.
+_TOO_LARGE = re.escape("On a CPU use PRESET='smoke' (with any TIER)")
 REFUSED_HERE: dict[tuple[str, object], str] = {
-    ("PRESET", "published"): re.escape("On a CPU use PRESET='smoke' (TIER up to 720) or 'draft'"),
+    ("PRESET", "published"): _TOO_LARGE,
     ("GUARDRAILS", "on"): "cosmos_guardrail",
     ("DEVICE", "cuda"): "no NVIDIA GPU|no CUDA GPU",
+}
+REFUSED_HERE_IN: dict[str, dict[tuple[str, object], str]] = {
+    name: {**REFUSED_HERE, **({("PRESET", "draft"): _TOO_LARGE} if name in notebooks.TRANSFER_PAIR else {})}
+    for name in notebooks.NOTEBOOKS
 }
 
 
@@ -103,7 +109,7 @@ def test_every_offered_value_is_run_somewhere(name: str) -> None:
         for value in choices
         if (parameter, value) not in ran
         and value not in SET_UP.get(parameter, [])
-        and (parameter, value) not in REFUSED_HERE
+        and (parameter, value) not in REFUSED_HERE_IN[name]
     ]
     assert not missing, f"{name} offers {missing}, which no test runs"
     for run in VARIATIONS[name]:
@@ -146,7 +152,7 @@ def test_values_this_machine_cannot_run_stop_in_the_set_up_naming_the_fix(
     parameters = {"MODEL": "tiny", "PRESET": "smoke", "OUTPUT_DIR": str(tmp_path / "media"), parameter: value}
     if name in SERVED:
         parameters["BASE_URL"] = "auto"  # a server of the notebook's own, on this machine
-    with pytest.raises(CookbookError, match=REFUSED_HERE[(parameter, value)]) as err:
+    with pytest.raises(CookbookError, match=REFUSED_HERE_IN[name][(parameter, value)]) as err:
         run_setup(name, parameters, monkeypatch)
     assert parameter in str(err.value), str(err.value)  # the message names the parameter to change
     assert not (tmp_path / "media").exists() or not any((tmp_path / "media").rglob("*.mp4"))

@@ -121,6 +121,13 @@ class LocalServer:
         # MODEL's own checks (a Hub id without a GPU among them), before a server starts to download anything; the
         # server's guardrails are its own.
         checkpoints.check(model, device=device, guardrails=False, served=True)
+        if "--no-guardrails" not in flags and not serve.wants_gpu(None if device == "auto" else device):
+            raise GuardrailsUnavailableError(
+                f"A vLLM-Omni server of MODEL={model!r} on this CPU would run NVIDIA's guardrails (GUARDRAILS='on', or "
+                "'auto' with real weights), and vLLM's CPU build runs without them (no cosmos_guardrail there). Set "
+                "GUARDRAILS='off' (or 'auto', off for the random-weight checkpoints), or point BASE_URL at a server "
+                "that runs them."
+            )
         port = port or free_port()
         command = [sys.executable, "-m", serve.__name__, model, "--port", str(port), *flags]
         scratch = None if log_path else Path(tempfile.mkdtemp(prefix="omni-server-"))
@@ -385,12 +392,6 @@ def endpoint(
         return Endpoint(base_url.rstrip("/"), key, None)
     if os.environ.get(BASE_URL_ENV):
         return Endpoint(os.environ[BASE_URL_ENV].rstrip("/"), key, None)
-    if runs_on == "cpu" and "--no-guardrails" not in flags:
-        raise GuardrailsUnavailableError(
-            f"GUARDRAILS={guardrails!r} asks for NVIDIA's guardrails on the vLLM-Omni server this notebook starts, and "
-            "its CPU build runs without them (no cosmos_guardrail there). Set GUARDRAILS='off' (or 'auto', off for "
-            "the random-weight checkpoints), or point BASE_URL at a server that runs them."
-        )
     if skipped:
         print(f"SPEED={speed!r} on a CPU server: {' '.join(skipped)} left out (they need a GPU)")
     server = LocalServer.start(model, api_key=key, flags=flags, device=device, progress=progress)

@@ -159,7 +159,7 @@ POLICY_EMBODIMENTS: tuple[str, ...] = ("droid_lerobot",)  # the published policy
 # how the model was trained, so no preset changes an action task's frames.
 PRESETS: dict[str, Preset] = presets(
     Preset("smoke", tier=256, num_frames=None, steps=2),
-    Preset("draft", tier=256, num_frames=None, steps=None),
+    Preset("draft", tier=256, num_frames=None, steps=20),
     Preset("published", tier=None, num_frames=None, steps=None),
 )
 

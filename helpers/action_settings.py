@@ -22,7 +22,7 @@ import numpy as np
 from helpers import models
 from helpers.canvases import canvas, check_tier
 from helpers.errors import InvalidSettingError, allowed
-from helpers.settings import Preset, check_seed, check_steps, get_preset, largest_canvas, presets
+from helpers.settings import Preset, VideoOnATier, check_seed, check_steps, get_preset, presets
 
 TASKS: dict[str, str] = {
     "forward_dynamics": "fd",  # a start image and actions in, video out
@@ -165,7 +165,7 @@ PRESETS: dict[str, Preset] = presets(
 
 
 @dataclass(frozen=True)
-class ActionSettings:
+class ActionSettings(VideoOnATier):
     """Everything that decides one action generation, whatever backend runs it."""
 
     task: str
@@ -184,9 +184,6 @@ class ActionSettings:
     normalized: bool
     preset: str
 
-    is_image = False  # every action task makes a video (and actions), without sound
-    enable_sound = False
-
     @property
     def num_frames(self) -> int:
         """Frames of the clip: the chunk's actions are the transitions between them."""
@@ -196,15 +193,6 @@ class ActionSettings:
     def mode(self) -> str:
         return f"{TASKS[self.task]}_{self.domain_name}"
 
-    @property
-    def duration_s(self) -> float:
-        return self.num_frames / self.fps
-
-    @property
-    def pixel_frames(self) -> int:
-        """At most: the tier's largest canvas for every frame."""
-        width, height = largest_canvas(self.resolution_tier)
-        return width * height * self.num_frames
 
     def canvas(self, width: int, height: int) -> tuple[int, int]:
         """The (width, height) a picture of this shape is generated at, on this tier."""

@@ -98,6 +98,23 @@ def largest_canvas(tier: int) -> tuple[int, int]:
     return max(CANVASES[tier].values(), key=lambda size: size[0] * size[1])
 
 
+class VideoOnATier:
+    """What the action and transfer settings share: a video without sound, on a tier's canvas, whose picture's shape
+    decides the canvas (so a call makes at most the tier's largest canvas for every frame)."""
+
+    is_image = False
+    enable_sound = False
+
+    @property
+    def duration_s(self) -> float:
+        return self.num_frames / self.fps  # type: ignore[attr-defined]
+
+    @property
+    def pixel_frames(self) -> int:
+        width, height = largest_canvas(self.resolution_tier)  # type: ignore[attr-defined]
+        return width * height * self.num_frames  # type: ignore[attr-defined]
+
+
 class Settings(Protocol):
     """What every family's settings give a run to record a generation by (`helpers.runs`)."""
 

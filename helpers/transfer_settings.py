@@ -21,7 +21,7 @@ from typing import Any
 from helpers import media, models
 from helpers.canvases import CANVASES, canvas, check_tier
 from helpers.errors import InvalidSettingError, MediaError, allowed
-from helpers.settings import Preset, check_seed, check_steps, get_preset, largest_canvas, presets
+from helpers.settings import Preset, VideoOnATier, check_seed, check_steps, get_preset, presets
 
 _VLLM = "vLLM-Omni 0.30.0's transfer defaults for a single hint (TRANSFER_DEFAULTS)"
 _NVIDIA = "NVIDIA's Cosmos 3 transfer cookbook (cookbooks/cosmos3/generator/transfer/)"
@@ -80,7 +80,7 @@ PRESETS: dict[str, Preset] = presets(
 
 
 @dataclass(frozen=True)
-class TransferSettings:
+class TransferSettings(VideoOnATier):
     """Everything that decides one transfer generation, whatever backend runs it."""
 
     hints: tuple[str, ...]
@@ -96,9 +96,6 @@ class TransferSettings:
     seed: int
     preset: str
 
-    is_image = False  # a transfer makes a video, without sound
-    enable_sound = False
-
     @property
     def name(self) -> str:
         return "+".join(self.hints)
@@ -107,15 +104,6 @@ class TransferSettings:
     def mode(self) -> str:
         return self.name
 
-    @property
-    def duration_s(self) -> float:
-        return self.num_frames / self.fps
-
-    @property
-    def pixel_frames(self) -> int:
-        """At most: the tier's largest canvas for every frame."""
-        width, height = largest_canvas(self.resolution_tier)
-        return width * height * self.num_frames
 
     @property
     def num_chunks(self) -> int:

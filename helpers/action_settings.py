@@ -193,7 +193,6 @@ class ActionSettings(VideoOnATier):
     def mode(self) -> str:
         return f"{TASKS[self.task]}_{self.domain_name}"
 
-
     def canvas(self, width: int, height: int) -> tuple[int, int]:
         """The (width, height) a picture of this shape is generated at, on this tier."""
         return canvas(width, height, self.resolution_tier)

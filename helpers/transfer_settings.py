@@ -104,7 +104,6 @@ class TransferSettings(VideoOnATier):
     def mode(self) -> str:
         return self.name
 
-
     @property
     def num_chunks(self) -> int:
         """Calls of the model one generation makes: each chunk after the first overlaps the previous one by

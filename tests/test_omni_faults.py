@@ -205,7 +205,9 @@ def test_a_port_in_use_fails_at_once_naming_the_port_and_the_fix(
         taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(ServerStartError) as err:
-            LocalServer.start("tiny", port=port, progress=False, log_path=tmp_path / "server.log")
+            LocalServer.start(
+                "tiny", port=port, flags=["--no-guardrails"], progress=False, log_path=tmp_path / "server.log"
+            )
     # At once: before the tiny checkpoint is built, the server environment is checked (or its lock taken) and the
     # server's command is run; only the log exists.
     assert [p.name for p in tmp_path.iterdir()] == ["server.log"]
@@ -227,7 +229,9 @@ def test_a_flag_vllm_rejects_ends_the_start_with_the_servers_own_words(
     omni_server: LocalServer, tmp_path: Path
 ) -> None:
     with pytest.raises(ServerStartError) as err:
-        LocalServer.start("tiny", flags=["--no-such-flag"], progress=False, log_path=tmp_path / "server.log")
+        LocalServer.start(
+            "tiny", flags=["--no-such-flag", "--no-guardrails"], progress=False, log_path=tmp_path / "server.log"
+        )
     message = str(err.value)
     assert "exited with status" in message and "--no-such-flag" in message and "Last lines of its log" in message
     log = message.split("Last lines of its log (", 1)[1].split(")", 1)[0]

@@ -7,7 +7,7 @@ Written to `--out`: `cells.json` (each cell's first line and the seconds since t
 
     python support/benchmarks/notebook_cells.py \\
         cookbooks/cosmos3/generator/audiovisual/make_it_fast_with_diffusers.ipynb \\
-        -p MODEL=nano-random -p PRESET=published -p SPEED=fp8 -p MODES=t2v -p OUTPUT_DIR=/tmp/runs --out results/
+        -p MODEL=nano-random -p PRESET=published -p SPEED=fp8 -p MODES=t2v -p OUTPUT_DIR=runs --out results
 """
 
 from __future__ import annotations

@@ -71,8 +71,8 @@ def _frames(run: Path, name: str) -> np.ndarray:
 # fortieth of the seed's effect on the frames and a thousandth on the actions: a backend that drew its noise in
 # another order, or padded the canvas the other did not, is as far apart as another seed.
 FRAME_FRACTION, ACTION_FRACTION = 1 / 40, 1 / 1000
-# The arm's later chunks start from each backend's own decoded frame: measured apart by 1.7 to 2.7 levels (chunks 2
-# to 5) against about 18 for a seed; a third of a seed's effect is the bound.
+# The arm's later chunks start from each backend's own decoded frame: measured apart by 2.9 to 3.8 levels (chunks 2
+# to 5, recipe 4) against about 22 for a seed; a third of a seed's effect is the bound.
 DRIFT_FRACTION = 1 / 3
 
 

@@ -101,8 +101,8 @@ def seed_difference(tiny_pipe, tmp_path_factory: pytest.TempPathFactory) -> floa
 # prompt gives the same frames to 0.005 levels of 255. The tour's long JSON prompts differ by 1.2 (the image) to 5.8
 # levels (t2v); of those prompts the server keeps only the first 4,096 of the tiny checkpoint's byte-level tokens
 # (its log warns), and diffusers keeps them all. A different seed moves the frames by about 25 (all measured on the
-# tiny checkpoint's recipe 4, at smoke: 320x192, 9 frames). Agreement is required within a quarter of the seed's effect: a server that ignored the seed,
-# the prompt or the conditioning would be far outside.
+# tiny checkpoint's recipe 4, at smoke: 320x192, 9 frames). Agreement is required within a quarter of the seed's
+# effect: a server that ignored the seed, the prompt or the conditioning would be far outside.
 PARITY_FRACTION_OF_SEED = 0.25
 QUICKSTART_FRACTION_OF_SEED = 0.5
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from helpers.errors import MediaError
 
 GENERATOR_DIR = Path("cookbooks") / "cosmos3" / "generator"
-FAMILIES = ("audiovisual", "action", "transfer")
+FAMILIES = ("audiovisual", "action", "transfer", "dataset")
 
 
 def repo_root() -> Path:

@@ -36,3 +36,7 @@ class OutOfMemoryAdviceError(CookbookError, MemoryError):
 def allowed(values: Iterable[object]) -> str:
     """The allowed values as every refusal lists them: `'a', 'b'`."""
     return ", ".join(repr(v) for v in values)
+
+
+class StorageError(CookbookError):
+    """The output folder is full or cannot be written; what was finished before stays listed."""

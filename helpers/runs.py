@@ -8,6 +8,8 @@ after each output, so it always lists exactly the files that were completely wri
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import json
 import os
 import tempfile
@@ -59,12 +61,21 @@ class Output:
     settings: dict[str, Any]
     seconds: float | None
     audio: dict[str, Any] | None = None
+    sha256: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
         data.update(data.pop("extra"))
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Output:
+        """An output as a manifest lists it (`to_dict`)."""
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        return cls(
+            **{k: v for k, v in data.items() if k in known}, extra={k: v for k, v in data.items() if k not in known}
+        )
 
 
 @dataclass
@@ -102,6 +113,36 @@ class Run:
                 path.mkdir()
                 return cls(path, backend, model, **fields)
         raise MediaError(f"Could not create a new run folder under {root}.")
+
+    @classmethod
+    def resume(cls, path: str | os.PathLike[str], *, backend: str, model: str, parameter: str = "OUTPUT_DIR") -> Run:
+        """The run folder at `path`, created when missing, else with the outputs its manifest lists: a run that a
+        second "Run All" goes on with. A folder made with another model is refused, naming `parameter`."""
+        folder = Path(path).expanduser().resolve()
+        manifest = folder / MANIFEST_NAME
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-").close()  # noqa: SIM115 - a probe
+        except OSError as exc:
+            raise MediaError(
+                f"{parameter}: {str(folder)!r} cannot be written to ({exc.strerror or exc}). Point {parameter} at a "
+                "folder you can write to (it is created when missing)."
+            ) from exc
+        if not manifest.is_file():
+            return cls(folder, backend, model)
+        listed = json.loads(manifest.read_text())
+        if listed["model"] != model:
+            raise MediaError(
+                f"{folder} holds generations of MODEL={listed['model']!r}, not {model!r}: one folder, one model. "
+                f"Set {parameter} to another folder, or MODEL back to {listed['model']!r} to go on with it."
+            )
+        outputs = [Output.from_dict(o) for o in listed["outputs"]]
+        return cls(folder, backend, model, info=listed["info"], outputs=outputs, started=listed["started"])
+
+    def forget(self, output: Output) -> None:
+        """Drop an output from the manifest (its file is missing or not what was recorded), so it can be made again."""
+        self.outputs.remove(output)
+        self._write_manifest()
 
     def note(self, **info: Any) -> None:
         """Add facts about the run (the model, the server, SPEED) to the manifest's `info`."""
@@ -152,6 +193,7 @@ class Run:
             "model": self.model,
             "settings": settings.to_dict() if settings else {},
             "seconds": round(seconds, 3) if seconds is not None else None,
+            "sha256": sha256_of(path),
             "extra": extra,
         }
         if path.suffix in (".npy", ".json"):
@@ -196,7 +238,7 @@ class Run:
     def free_stem(self, mode: str) -> str:
         """`mode` as a file name, or `mode-2`, `mode-3`, ... once this run holds files of that name: a second
         generation of a mode (the form's Generate pressed again) never replaces the first one's files."""
-        taken = {Path(o.path).stem for o in self.outputs}
+        taken = {str(Path(o.path).with_suffix("")) for o in self.outputs}
         stem, n = mode, 1
         while stem in taken:
             n += 1
@@ -225,6 +267,14 @@ class Run:
     def summary(self) -> list[dict[str, Any]]:
         """One row per file, read back from the files (as the manifest lists them)."""
         return summary_of(self.path)
+
+
+def sha256_of(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def summary_of(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -299,9 +349,10 @@ class Generation:
             self._save_wav(sound, rate, seconds, extra)
         return self.outputs
 
-    def save_bytes(self, data: bytes, suffix: str, **extra: Any) -> list[Output]:
-        """Store media that arrived as bytes (from a server); for a video with sound, also its AAC track as a WAV."""
-        seconds = self.seconds
+    def save_bytes(self, data: bytes, suffix: str, seconds: float | None = None, **extra: Any) -> list[Output]:
+        """Store media that arrived as bytes (from a server); for a video with sound, also its AAC track as a WAV.
+        `seconds`: the generation's time where it was measured elsewhere (a job waited on in another thread)."""
+        seconds = self.seconds if seconds is None else seconds
         target = self.run.file_for(self.stem, suffix)
         with media.atomic_target(target) as tmp:
             tmp.write_bytes(data)

@@ -2,8 +2,8 @@
 
 A value means one thing everywhere (its promise, and whether the output stays the same); how a notebook keeps that
 promise depends on what the notebook may use:
-- the main Diffusers notebooks of each family (`audiovisual`, `action`, `transfer`): diffusers' own public switches,
-  one line each in the notebook;
+- the main Diffusers notebooks of each family (`audiovisual`, `action`, `transfer`, `dataset`): diffusers' own public
+  switches, one line each in the notebook;
 - the tuning notebook (`tuning`, make_it_fast_with_diffusers.ipynb): the cookbook's own switches as well, applied by
   the `tuning` package (`tuning.speed` names each one);
 - a vLLM-Omni server a notebook starts (`server`): `vllm serve` flags. A family's vLLM-Omni notebook takes the
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from helpers.errors import InvalidSettingError, allowed
 
-NOTEBOOKS: tuple[str, ...] = ("audiovisual", "action", "transfer", "tuning")
+NOTEBOOKS: tuple[str, ...] = ("audiovisual", "action", "transfer", "dataset", "tuning")
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class Speed:
     audiovisual: tuple[str, ...] | None
     action: tuple[str, ...] | None
     transfer: tuple[str, ...] | None
+    dataset: tuple[str, ...] | None
     tuning: tuple[str, ...] | None
     server: tuple[str, ...] | None
 
@@ -53,6 +54,7 @@ SPEEDS: dict[str, Speed] = {
             audiovisual=(),
             action=(),
             transfer=(),
+            dataset=(),
             tuning=(),
             server=("--enforce-eager",),
         ),
@@ -63,6 +65,7 @@ SPEEDS: dict[str, Speed] = {
             audiovisual=("compile",),
             action=("compile",),
             transfer=("compile",),
+            dataset=("compile",),
             tuning=("compile", *_EXACT_PATCHES, "flash_attention", "cuda_graphs"),
             server=(),  # vLLM-Omni compiles unless told --enforce-eager
         ),
@@ -74,6 +77,7 @@ SPEEDS: dict[str, Speed] = {
             audiovisual=("compile", "sea_cache"),
             action=None,  # not measured on action tasks
             transfer=None,
+            dataset=("compile", "sea_cache"),
             tuning=("compile", *_EXACT_PATCHES, "flash_attention", "sea_cache"),
             server=("--cache-backend", "sea_cache"),
         ),
@@ -85,6 +89,7 @@ SPEEDS: dict[str, Speed] = {
             audiovisual=None,  # the published FP8 route there is MODEL="...@fp8"
             action=None,
             transfer=None,
+            dataset=None,
             tuning=("fp8_linears", "compile", *_EXACT_PATCHES, "fp8_attention", "cuda_graphs"),
             server=None,
         ),
@@ -97,6 +102,7 @@ SPEEDS: dict[str, Speed] = {
             audiovisual=("fp8_storage", "vae_tiling"),
             action=None,
             transfer=None,
+            dataset=None,  # a dataset is made for throughput; memory is the audiovisual notebooks' lesson
             tuning=("fp8_storage", "text_tower_offload", "text_kv_cache", "zero_encode_cache", "vae_tiling"),
             server=("--quantization", "fp8", "--vae-use-tiling"),
         ),
@@ -108,6 +114,7 @@ SPEEDS: dict[str, Speed] = {
             audiovisual=("fp8_storage", "group_offload", "vae_tiling"),
             action=None,
             transfer=None,
+            dataset=None,
             tuning=("fp8_storage", "group_offload", "vae_tiling"),
             server=("--quantization", "fp8", "--enable-layerwise-offload", "--vae-use-tiling"),
         ),

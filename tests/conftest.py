@@ -123,3 +123,21 @@ def transfer_diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_c
 @pytest.fixture(scope="session")
 def transfer_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: LocalServer) -> Path:
     return _served_run(tmp_path_factory, "transfer/run_with_vllm_omni.ipynb", omni_server)
+
+
+@pytest.fixture(scope="session")
+def dataset_diffusers_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path):
+    """The dataset Diffusers notebook on the bundled spec, its kernel killed after a few jobs, then run again to the
+    end in the same OUTPUT_DIR."""
+    from tests.dataset_checks import killed_kernel_then_resumed
+
+    return killed_kernel_then_resumed(tmp_path_factory.mktemp("dataset-diffusers"))
+
+
+@pytest.fixture(scope="session")
+def dataset_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: LocalServer):
+    """The dataset vLLM-Omni notebook on the bundled spec over the session's server and a second one, which is killed
+    while it runs a job."""
+    from tests.dataset_checks import killed_server_mid_job
+
+    return killed_server_mid_job(tmp_path_factory.mktemp("dataset-vllm"), omni_server, SERVER_KEY)

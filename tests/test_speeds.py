@@ -25,6 +25,8 @@ COLUMNS = {
     notebooks.ACTION_PAIR[1]: ("action", True),
     notebooks.TRANSFER_PAIR[0]: ("transfer", False),
     notebooks.TRANSFER_PAIR[1]: ("transfer", True),
+    notebooks.DATASET_PAIR[0]: ("dataset", False),
+    notebooks.DATASET_PAIR[1]: ("dataset", True),
 }
 # What the main notebooks may turn on: diffusers' own public switches, one line each in the notebook.
 PUBLIC_SWITCHES = {"compile", "sea_cache", "fp8_storage", "group_offload", "vae_tiling"}
@@ -38,7 +40,7 @@ def test_each_notebooks_speed_comment_lists_exactly_what_the_table_gives_it(name
 
 def test_a_name_means_one_thing_each_column_uses_what_its_notebook_may_and_the_order_it_applies() -> None:
     for s in speeds.SPEEDS.values():
-        for column in ("audiovisual", "action", "transfer"):
+        for column in ("audiovisual", "action", "transfer", "dataset"):
             assert set(s.switches(column) or ()) <= PUBLIC_SWITCHES, (s.name, column)
         tuning = s.tuning or ()
         assert tuning == pipelines.check(tuning), f"{s.name}: the tuning switches in the order they apply"

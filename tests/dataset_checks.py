@@ -148,15 +148,14 @@ def killed_server_mid_job(out: Path, survivor: LocalServer, key: str) -> Dataset
     return DatasetRun(executed, folder, before, files, f"{doomed.base_url} killed after {len(before)} jobs")
 
 
-def check_file(folder: Path, row: dict[str, Any], kind: str) -> None:
+def check_file(path: Path, row: dict[str, Any]) -> None:
     """A dataset file, decoded: the size, frames and frame rate its settings give, and its recorded sha256."""
     from helpers.runs import sha256_of
 
-    path = folder / kind / row["file_name"]
     s = row["settings"]
     info = media.probe(path)
     assert (info.width, info.height) == (s["width"], s["height"]), (path, info)
-    if kind == "videos":
+    if path.suffix == ".mp4":
         assert (info.codec, info.num_frames, info.fps, info.has_audio) == ("h264", s["num_frames"], s["fps"], False)
         assert media.read_frames(path).shape == (s["num_frames"], s["height"], s["width"], 3)
     else:

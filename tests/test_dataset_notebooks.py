@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
+import PIL.Image
 import pytest
-from PIL import Image
 
 from helpers import media
 from tests.dataset_checks import JOBS, DatasetRun, check_file, media_files, recorded
@@ -20,10 +21,13 @@ RUNS = ("dataset_diffusers_run", "dataset_vllm_run")
 
 # The server runs vLLM-Omni's own Cosmos 3 code, not diffusers'. On the bundled spec's long JSON captions the two
 # differ by 1.5 (images) to 6.2 levels of 255 (the harbor scene's videos: its caption is the longest, and the server
-# keeps the first 4,096 of the tiny checkpoint's byte-level tokens); the quickstart's short prompts by 0.005. A
-# different seed moves the frames by about 25 (all measured on the tiny checkpoint's recipe 4, at smoke). A job is
-# required within 0.3 of the seed's effect: a server that ignored the seed, the prompt or the image would be far out.
+# keeps the first 4,096 of the tiny checkpoint's byte-level tokens). A different seed moves the frames by about 25
+# (all measured on the tiny checkpoint's recipe 4, at smoke). A job is required within 0.3 of the seed's effect: a
+# server that ignored the seed, the prompt or the image would be far out. The Diffusers quickstart writes with
+# diffusers' `export_to_video` (imageio), which encodes random-weight noise differently from the server: 10 levels
+# apart, as in the audiovisual pair, and held to half a seed's effect.
 PARITY_FRACTION_OF_SEED = 0.3
+QUICKSTART_FRACTION_OF_SEED = 0.5
 
 
 def _plan_line(executed) -> tuple[int, int]:
@@ -61,7 +65,7 @@ def test_a_fault_mid_dataset_loses_nothing_and_makes_nothing_twice(request, fixt
 
 @pytest.mark.parametrize("fixture", RUNS)
 def test_the_folder_is_a_dataset_that_datasets_loads_with_a_card_and_a_contact_sheet(request, fixture: str) -> None:
-    from datasets import Video, load_dataset
+    from datasets import Image, Video, load_dataset
 
     folder = request.getfixturevalue(fixture).folder
     videos = load_dataset("videofolder", data_dir=str(folder / "videos"), split="train")
@@ -75,16 +79,16 @@ def test_the_folder_is_a_dataset_that_datasets_loads_with_a_card_and_a_contact_s
         for c in ("static", "slow_push_in")
         for light in ("overcast_noon", "low_sun")
     }
-    for kind, rows in (("videos", videos.cast_column("video", Video(decode=False))), ("images", images)):
-        for row in rows:
-            check_file(folder, row, kind)
+    for column, rows in (("video", videos), ("image", images)):
+        for row in rows.cast_column(column, (Video if column == "video" else Image)(decode=False)):
+            check_file(Path(row[column]["path"]), row)
             assert json.loads(row["prompt"])["resolution"] == {
                 "H": row["settings"]["height"],
                 "W": row["settings"]["width"],
             }
     card = (folder / "README.md").read_text()
     assert f"jobs in the spec: {JOBS}; made: {JOBS}; failed: 0" in card and 'load_dataset("videofolder"' in card
-    sheet = Image.open(folder / "contact_sheet.png")
+    sheet = PIL.Image.open(folder / "contact_sheet.png")
     assert sheet.size == (8 * 160, 3 * 160), sheet.size  # 24 tiles 160 wide, 8 to a row, as tall as the images
 
 
@@ -107,7 +111,7 @@ def test_both_backends_make_the_same_files_within_a_fraction_of_a_seeds_effect(
         assert (info.width, info.height, info.num_frames, info.fps) == (320, 192, 9, 24), info
         theirs_clip = dataset_vllm_run.folder / "quickstart" / clip.name
         difference = mean_frame_difference(media.read_frames(clip), media.read_frames(theirs_clip))
-        assert difference < 0.05 * seed_effect, (clip.name, difference)
+        assert difference < QUICKSTART_FRACTION_OF_SEED * seed_effect, (clip.name, difference)
 
 
 @pytest.mark.parametrize("fixture", RUNS)

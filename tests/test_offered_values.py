@@ -13,6 +13,7 @@ a run here fails `test_every_offered_value_is_run_somewhere`. Each value is run 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from helpers import audiovisual_settings, speeds
 from helpers.errors import CookbookError
 from tests.action_checks import check_action_run
 from tests.conftest import SERVER_KEY
+from tests.dataset_checks import check_file
 from tests.notebook_checks import (
     QUICKSTART_TINY,
     SESSION,
@@ -41,8 +43,12 @@ from tests.transfer_checks import check_transfer_run
 AV_DIFFUSERS, AV_VLLM, TUNING = (*notebooks.PAIR, notebooks.TUNING)
 ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR
 TRANSFER_DIFFUSERS, TRANSFER_VLLM = notebooks.TRANSFER_PAIR
-SERVED = {AV_VLLM, ACTION_VLLM, TRANSFER_VLLM}
-NOWHERE = "http://127.0.0.1:9"  # a vLLM-Omni set-up that gets past its checks stops at the wait for this server
+DATASET_DIFFUSERS, DATASET_VLLM = notebooks.DATASET_PAIR
+SERVED = {AV_VLLM, ACTION_VLLM, TRANSFER_VLLM, DATASET_VLLM}
+NOWHERE = "http://127.0.0.1:9"
+ONE_IMAGE = str(
+    Path(__file__).parent / "fixtures" / "dataset_one_image.json"
+)  # a vLLM-Omni set-up that gets past its checks stops at the wait for this server
 
 # Runs of their own: every value of a parameter that the session's run does not take, several parameters to a run.
 # The audiovisual pair's vLLM-Omni twin takes the same values against the session's server, where SPEED only prints
@@ -68,6 +74,15 @@ VARIATIONS: dict[str, list[dict[str, object]]] = {
     ACTION_VLLM: [{"PRESET": "draft", "SPEED": "fast", "ROLLOUT_CHUNKS": 1}],
     TRANSFER_DIFFUSERS: [{"SPEED": "fast"}],
     TRANSFER_VLLM: [{"SPEED": "fast"}],
+    # A dataset of one image (tests/fixtures/dataset_one_image.json, whose own preset is draft) at each value.
+    DATASET_DIFFUSERS: [
+        {"PRESET": "spec", "SPEED": "fast", "SPEC": ONE_IMAGE},
+        {"PRESET": "draft", "SPEED": "turbo", "SPEC": ONE_IMAGE},
+    ],
+    DATASET_VLLM: [
+        {"PRESET": "spec", "SPEED": "fast", "SPEC": ONE_IMAGE},
+        {"PRESET": "draft", "SPEED": "turbo", "SPEC": ONE_IMAGE},
+    ],
 }
 # Values that change only the set-up (where the model runs, whether guardrails load, random weights being exempt).
 SET_UP: dict[str, list[object]] = {"GUARDRAILS": ["off"], "DEVICE": ["cpu"]}
@@ -175,7 +190,7 @@ def test_each_variation_runs_the_notebook_to_its_end(request, name: str, variati
             parameters["POLICY_BASE_URL"] = server.base_url
     executed = execute_smoke(name, tmp_path, **parameters)
     assert error_outputs(executed) == []
-    run_dir = notebooks.run_folder_from(executed)
+    run_dir = None if name in notebooks.DATASET_PAIR else notebooks.run_folder_from(executed)
     preset = str(variation.get("PRESET", "smoke"))
     if name in (AV_DIFFUSERS, AV_VLLM):
         modes = audiovisual_settings.parse_modes(str(variation.get("MODES", "t2v,i2v,t2v_sound")))
@@ -200,5 +215,10 @@ def test_each_variation_runs_the_notebook_to_its_end(request, name: str, variati
             assert "fp8_linears: " in printed(executed) and "needs a CUDA GPU" in printed(executed)
     elif name in notebooks.ACTION_PAIR:
         check_action_run(run_dir, preset, 0, int(variation["ROLLOUT_CHUNKS"]))
+    elif name in notebooks.DATASET_PAIR:  # one image at the draft preset (the spec's own, or PRESET's)
+        folder = tmp_path / "media" / "one-image"
+        [row] = [json.loads(line) for line in (folder / "images" / "metadata.jsonl").read_text().splitlines()]
+        assert (row["settings"]["preset"], row["settings"]["num_inference_steps"]) == ("draft", 20), row
+        check_file(folder / "images" / row["file_name"], row)
     else:
         check_transfer_run(run_dir, preset, 0, (320, 192, 9))

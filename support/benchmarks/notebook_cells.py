@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout = sys.__stdout__
         (args.out / "cells.json").write_text(json.dumps({"parameters": given, "cells": times}, indent=1, default=str))
         (args.out / "printed.txt").write_text("".join(tee.kept))
-        run = namespace.get("run")
+        run = namespace.get("run") or getattr(namespace.get("dataset"), "run", None)  # a dataset notebook's folder
         if run is not None:
             shutil.copy(run.manifest_path, args.out / "manifest.json")
 

@@ -53,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
             parameters["MODES"] = args.modes
         if name in notebooks.ACTION_PAIR:
             parameters["ROLLOUT_CHUNKS"] = 1  # one chunk of the arm shows the rollout; the tour's default is five
+        if (
+            name in notebooks.DATASET_PAIR
+        ):  # each its own dataset: with one OUTPUT_DIR the second would resume the first
+            parameters["OUTPUT_DIR"] = str(out / "media" / name.replace("/", "-").removesuffix(".ipynb"))
         notebooks.execute(name, executed, parameters)
         run = notebooks.run_folder_from(executed)
         run_dirs.append(run)

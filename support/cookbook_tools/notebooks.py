@@ -70,7 +70,8 @@ def execute(
 
 def run_folder_from(executed: str | os.PathLike[str]) -> Path:
     """The run folder an executed notebook wrote to: the newest one in the `OUTPUT_DIR` it was given (papermill
-    records a notebook's parameters in it, and `tests/notebook_checks.run_nbmake` parameterizes the same way)."""
+    records a notebook's parameters in it, and `tests/notebook_checks.run_nbmake` parameterizes the same way), or
+    the one dataset folder a dataset notebook made there (`OUTPUT_DIR/<spec name>`, resumed by each run)."""
     parameters = nbformat.read(str(executed), as_version=4).metadata.get("papermill", {}).get("parameters", {})
     if "OUTPUT_DIR" not in parameters:
         raise InvalidSettingError(f"{executed} was run without an OUTPUT_DIR parameter; pass one to find its run.")
@@ -84,6 +85,9 @@ def run_folder_from(executed: str | os.PathLike[str]) -> Path:
     stamped = [
         (m.groups(), p.parent) for p in root.glob(f"*/{MANIFEST_NAME}") if (m := _RUN_NAME.search(p.parent.name))
     ]
+    datasets = [p.parent for p in root.glob(f"*/{MANIFEST_NAME}") if not _RUN_NAME.search(p.parent.name)]
+    if not stamped and len(datasets) == 1:
+        return datasets[0]
     if not stamped:
         raise InvalidSettingError(f"{executed} wrote no run folder into OUTPUT_DIR={str(root)!r}.")
     return max(stamped, key=lambda item: (item[0][0], int(item[0][1])))[1]

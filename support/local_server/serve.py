@@ -25,6 +25,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -232,8 +233,58 @@ def command(model: str, flags: Sequence[str], gpu: bool | None = None) -> list[s
     return ["vllm", "serve", str(Path(checkpoint.path).absolute()), "--omni", *args]
 
 
-USAGE = """Usage: bash scripts/serve_vllm_omni.sh MODEL [vllm serve flags...]
-       bash scripts/serve_vllm_omni.sh --install   (only create the server environment, e.g. before a workshop)"""
+# Flags that split one request over several devices: with them, a replica needs a group of GPUs, which a deploy file of
+# your own gives (`devices` in blocks of the group's size).
+PARALLEL_FLAGS = ("--tensor-parallel-size", "--cfg-parallel-size", "--ulysses-degree", "--ring-degree", "--num-gpus")
+
+
+def deploy_file(replicas: int, gpu: bool, guardrails: bool) -> str:
+    """vLLM-Omni 0.30.0's Cosmos 3 deploy file (`vllm_omni/deploy/cosmos3_omni.yaml`) with `replicas` engines of its
+    one stage behind the server's one URL, each on its own GPU; requests go to them in turn. On a CPU the engines run
+    their worker in-process (`uni`): the default `mp` worker starts a CUDA stream thread that fails there."""
+    devices = f'\n    devices: "{",".join(str(n) for n in range(replicas))}"' if gpu else ""
+    return (
+        "# Cosmos 3 deploy file of vLLM-Omni 0.30.0, several engines behind one URL (serve_vllm_omni.sh --replicas)\n"
+        "pipeline: cosmos3_omni_deploy\n"
+        "async_chunk: false\n"
+        f"distributed_executor_backend: {'mp' if gpu else 'uni'}\n"
+        "stages:\n"
+        "  - stage_id: 0\n"
+        "    model_class_name: Cosmos3OmniDiffusersPipeline\n"
+        f"    num_replicas: {replicas}{devices}\n"
+        "    model_config:\n"
+        f"      guardrails: {'true' if guardrails else 'false'}\n"
+    )
+
+
+def with_replicas(flags: Sequence[str], gpu: bool) -> list[str]:
+    """FLAGS with `--replicas N` replaced by `--deploy-config` of a deploy file with N engines (`deploy_file`)."""
+    args = list(flags)
+    value = _flag(args, "--replicas")
+    if value is None:
+        return args
+    if not value.isdigit() or int(value) < 1:
+        raise ServeError(f"--replicas {value}: give the number of engines behind the server's URL, 1 or more.")
+    index = next(i for i, arg in enumerate(args) if arg.startswith("--replicas"))
+    del args[index : index + (1 if "=" in args[index] else 2)]
+    if int(value) == 1:
+        return args
+    clash = [flag for flag in (*PARALLEL_FLAGS, "--deploy-config") if _flag(args, flag) is not None]
+    if clash:
+        raise ServeError(
+            f"--replicas {value} puts one engine on each GPU; {clash[0]} spreads one engine over several. Use one of "
+            "them, or write a deploy file whose stage has num_replicas and devices, and pass it with --deploy-config."
+        )
+    fd, path = tempfile.mkstemp(prefix="cosmos3-replicas-", suffix=".yaml")
+    with os.fdopen(fd, "w") as file:
+        file.write(deploy_file(int(value), gpu, guardrails="--no-guardrails" not in args))
+    return [*args, "--deploy-config", path]
+
+
+USAGE = """Usage: bash scripts/serve_vllm_omni.sh MODEL [--replicas N] [vllm serve flags...]
+       bash scripts/serve_vllm_omni.sh --install   (only create the server environment, e.g. before a workshop)
+--replicas N serves N engines of the model behind the one URL, one per GPU (vLLM-Omni's num_replicas): N
+requests run at once, where one engine runs one at a time."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -259,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_exposure(host, flags)
         check_port(host, int(port))
         gpu = wants_gpu()
-        args = command(model, flags, gpu)
+        args = command(model, with_replicas(flags, gpu), gpu)
         env = ensure_environment(gpu)
     except CookbookError as exc:
         say(f"error: {exc}")

@@ -129,3 +129,59 @@ def test_wrong_specs_and_a_refused_job_are_reported_naming_the_fix(request, fixt
         assert "refused, not retried: HTTP 400" in output and "Invalid size: 0x192" in output
     else:
         assert re.search(r"two prompts in, one video out \(9, 192, 320, 3\), 0\.00 levels", output), output[-2000:]
+
+
+# A job as the lesson's call reads it, from plain values: image to video of the workbench scene at smoke size.
+JOB = """
+import json
+from pathlib import Path
+from types import SimpleNamespace
+s = SimpleNamespace(width=320, height=192, num_frames=9, fps=24, num_inference_steps=2, guidance_scale=6.0,
+                    flow_shift=10.0, seed=0, is_image=False)
+job = SimpleNamespace(settings=s, prompt="A white robot arm puts a red cube into a blue tray.", negative_prompt="",
+                      image=Path("../audiovisual/assets/images/robot_arm_workbench.png").resolve())
+"""
+
+
+def _quickstart_files(folder: Path) -> None:
+    assert sorted(p.name for p in (folder / "quickstart").iterdir()) == [
+        f"{light}-seed{seed}.mp4" for light in ("day", "night") for seed in (0, 1)
+    ]
+    for clip in (folder / "quickstart").iterdir():
+        info = media.probe(clip)
+        assert (info.codec, info.width, info.height, info.num_frames, info.fps) == ("h264", 320, 192, 9, 24), info
+
+
+@pytest.mark.slow
+def test_the_diffusers_lesson_cells_run_without_the_cookbook(tmp_path: Path, _isolated_cache: Path) -> None:
+    from checkpoints.random_weights import ensure_tiny_checkpoint
+    from helpers.assets import notebook_path
+    from tests.dataset_checks import DATASET_DIFFUSERS
+    from tests.lesson_cells import run_outside_the_cookbook
+
+    then = JOB + 'import numpy\nvideo = generate(job).video\nprint("RESULT " + json.dumps(numpy.shape(video)))\n'
+    variables = {"MODEL": str(ensure_tiny_checkpoint()), "DEVICE": "cpu", "SAFETY_CHECKER": False}
+    shape = run_outside_the_cookbook(notebook_path(DATASET_DIFFUSERS), {**variables, "RUN_DIR": str(tmp_path)}, then)
+    assert shape == [9, 192, 320, 3], shape
+    _quickstart_files(tmp_path)
+
+
+@pytest.mark.slow
+def test_the_vllm_lesson_cells_run_without_the_cookbook(tmp_path: Path, omni_server) -> None:
+    from helpers.assets import notebook_path
+    from tests.conftest import SERVER_KEY
+    from tests.dataset_checks import DATASET_VLLM
+    from tests.lesson_cells import run_outside_the_cookbook
+
+    then = JOB + (
+        'EXTRA_PARAMS = {"use_system_prompt": True}\n'
+        "data, server_s = make(BASE_URL, job)\n"
+        'Path(RUN_DIR, "job.mp4").write_bytes(data)\n'
+        'print("RESULT " + json.dumps(server_s))\n'
+    )
+    variables = {"BASE_URL": omni_server.base_url, "API_KEY": SERVER_KEY, "MODEL": "tiny", "RUN_DIR": str(tmp_path)}
+    server_s = run_outside_the_cookbook(notebook_path(DATASET_VLLM), variables, then)
+    assert server_s > 0
+    info = media.probe(tmp_path / "job.mp4")
+    assert (info.codec, info.width, info.height, info.num_frames) == ("h264", 320, 192, 9), info
+    _quickstart_files(tmp_path)

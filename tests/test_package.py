@@ -103,7 +103,7 @@ LAYERS = [
         "helpers.trajectories",
     },
     {"helpers.audiovisual_settings", "helpers.environment", "helpers.display"},
-    {"helpers.prompts", "helpers.runs", "helpers.diffusers_pipe"},
+    {"helpers.prompts", "helpers.runs", "helpers.diffusers_pipe", "helpers.dataset_spec", "helpers.dataset_folder"},
 ]
 
 

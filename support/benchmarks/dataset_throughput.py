@@ -38,7 +38,7 @@ BENCHMARKS = Path(__file__).resolve().parent
 REPOSITORY = BENCHMARKS.parents[1]
 DIFFUSERS, VLLM = "dataset/run_with_diffusers.ipynb", "dataset/run_with_vllm_omni.ipynb"
 KEY = "benchmark-key"
-# The GPU spec: one scene, one variation axis of four values, text to video at 480p as NVIDIA publishes it.
+# The GPU spec: one scene, one variation axis of three values, text to video at 480p as NVIDIA publishes it.
 GPU_SPEC = {
     "name": "throughput",
     "preset": "published",
@@ -58,7 +58,6 @@ GPU_SPEC = {
                 "noon": "Flat, even daylight from an overcast sky at noon",
                 "low_sun": "Low golden sun from the left, long warm shadows",
                 "night": "Dim night light from a single desk lamp",
-                "neon": "Cold blue and magenta neon light from signs outside the window",
             },
         }
     },
@@ -167,23 +166,15 @@ def gpu(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     spec = out / "spec.json"
     spec.write_text(json.dumps(GPU_SPEC))
-    notebook_cells.main(
-        [
-            str(REPOSITORY / "cookbooks/cosmos3/generator" / DIFFUSERS),
-            "-p",
-            "MODEL=nano-random",
-            "-p",
-            "SPEED=fast",
-            "-p",
-            f"SPEC={spec}",
-            "-p",
-            f"OUTPUT_DIR={out / 'datasets'}",
-            "-p",
-            "PROGRESS=False",
-            "--out",
-            str(out),
-        ]
-    )
+    arguments = [str(REPOSITORY / "cookbooks/cosmos3/generator" / DIFFUSERS), "--out", str(out)]
+    for parameter in ("MODEL=nano-random", "SPEED=fast", f"SPEC={spec}", f"OUTPUT_DIR={out / 'datasets'}"):
+        arguments += ["-p", parameter]
+    try:
+        notebook_cells.main([*arguments, "-p", "PROGRESS=False"])
+    except ModuleNotFoundError as exc:  # a GPU machine without `datasets`: the cells after the loop need it
+        if exc.name != "datasets":
+            raise
+        print("stopped at the cell that loads the dataset with `datasets`, which this machine lacks")
     outputs = json.loads((out / "manifest.json").read_text())["outputs"]
     seconds = [o["seconds"] for o in outputs]
     warm = statistics.median(seconds[1:])

@@ -315,6 +315,12 @@ def _for_variant(
     return steps, float(guidance), float(shift), (width, height)
 
 
+def makes(model: str, mode: str) -> bool:
+    """Whether `model` makes `mode`: a published checkpoint makes its own modes; anything else makes every one."""
+    v = models.variant(model)
+    return v is None or v.modes is None or mode in v.modes
+
+
 def settings_for_modes(
     modes: str | list[str], preset: str = "published", *, seed: int = 0, model: str = "", **overrides: Any
 ) -> dict[str, AudiovisualSettings]:

@@ -85,6 +85,12 @@ def check_conditioning(image: str = "", video: str = "", first_last: str = "") -
                 raise MediaError(f"{name}={path!r} cannot be used: {exc}") from exc
 
 
+def chapters() -> list[dict[str, Any]]:
+    """The long video's chapters (assets/prompts/long_video.json): one short structured caption per chunk, in order,
+    each going on from the one before."""
+    return [dict(chapter) for chapter in json.loads(json.dumps(_read("long_video")["chapters"]))]
+
+
 def negative_prompt(mode: str = "t2v") -> str:
     """The bundled negative prompt for a video mode; none for an image, as NVIDIA's framework samples images."""
     return "" if mode == "t2i" else str(_read("negative")["negative_prompt"])

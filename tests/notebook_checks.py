@@ -16,7 +16,7 @@ from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
 from cookbook_tools import notebooks
-from helpers import audiovisual_settings, media
+from helpers import audiovisual_settings, long_video, media
 from helpers.assets import notebook_path
 
 ALL_MODES = list(audiovisual_settings.MODES)
@@ -81,6 +81,7 @@ def check_run(
     four_step: str = "",
     tier: int = 0,
     aspect_ratio: str = "",
+    long_chunks: int = 0,
 ) -> dict[str, Any]:
     """Decode every output listed in the manifest and compare it with the settings of its mode (at `tier` and
     `aspect_ratio`, the notebook's TIER and ASPECT_RATIO).
@@ -88,7 +89,8 @@ def check_run(
     `compared` are the presets of the comparison section, whose t2v outputs are listed as `t2v-vs-<preset>`;
     `shifts`: the run holds the flow-shift section's outputs too (when t2v was among the modes); `quickstart`: the
     (width, height, frames) of the quickstart's video, listed first, or None for a run without one; `four_step`: the
-    4-step checkpoint of the distilled section, whose outputs are listed as `<mode>_4step`.
+    4-step checkpoint of the distilled section, whose outputs are listed as `<mode>_4step`; `long_chunks`: the chunks
+    of the long video, listed as `long` (`check_long_video`).
     """
     manifest = json.loads((run_dir / "manifest.json").read_text())
     outputs = manifest["outputs"]
@@ -105,8 +107,12 @@ def check_run(
         + [(e, "video") for e in extra]
         + [(f"{m}_4step", "image" if m == "t2i" else "video") for m in distilled]
     )
+    expected = sorted(expected + ([("long", "video")] if long_chunks else []))
     assert listed == expected, f"manifest lists {listed}, expected {expected}"
     for out in outputs:
+        if out["mode"] == "long":
+            check_long_video(run_dir, out, long_chunks, preset, seed, **size)
+            continue
         mode, _, other = out["mode"].partition("-vs-")
         mode, _, shift = mode.partition("-shift")
         if mode.endswith("_4step"):
@@ -159,6 +165,19 @@ def check_run(
             for b in names[i + 1 :]:
                 assert frame_difference(shifted[a], shifted[b]) > 0, f"{a} and {b} hold the same frames"
     return manifest
+
+
+def check_long_video(run_dir: Path, out: dict[str, Any], chunks: int, preset: str, seed: int, **size: Any) -> None:
+    """The long video: one H.264 MP4 of `chunks` chunks of the t2v_sound settings joined without the 5 pictures each
+    chunk repeats, its seams where the chunks meet, and AAC sound as long as the pictures."""
+    s = audiovisual_settings.settings_for("t2v_sound", preset, seed=seed, **size)
+    p = long_video.plan(chunks, s.num_frames, s.fps)
+    info = media.probe(run_dir / out["path"])
+    assert (info.codec, info.width, info.height, info.fps) == ("h264", s.width, s.height, s.fps), info
+    assert info.num_frames == p.total_frames == s.num_frames + (chunks - 1) * (s.num_frames - 5), info
+    assert out["seams"] == p.seams and len(out["chunk_seconds"]) == chunks, out
+    assert (info.audio.codec, info.audio.channels, info.audio.sample_rate) == ("aac", 2, 48000), info
+    assert abs(info.audio.duration_s - p.seconds) < 0.05, (info.audio.duration_s, p.seconds)
 
 
 def _absolute_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -67,6 +67,7 @@ def test_papermill_runs_every_mode_and_every_file_is_what_the_settings_ask(audio
         compared=("smoke",),
         shifts=True,
         four_step="tiny-distilled",
+        long_chunks=3,  # the default LONG_CHUNKS
     )
     # Looking inside the denoising: the estimate after the first step and after the last (smoke: 2 steps).
     assert notebooks.run_info(executed)["estimate_steps"] == ["step 1", "step 2"]
@@ -82,7 +83,13 @@ def test_the_fp8_revisions_format_runs_through_the_notebook_as_published(tmp_pat
     executed = notebooks.execute(
         NAME,
         tmp_path / "out.ipynb",
-        {"MODEL": "tiny-fp8", "PRESET": "smoke", "MODES": "t2v_sound,t2i", "OUTPUT_DIR": str(tmp_path / "media")},
+        {
+            "MODEL": "tiny-fp8",
+            "PRESET": "smoke",
+            "MODES": "t2v_sound,t2i",
+            "LONG_CHUNKS": 0,
+            "OUTPUT_DIR": str(tmp_path / "media"),
+        },
     )
     assert error_outputs(executed) == []
     manifest = check_run(notebooks.run_folder_from(executed), ["t2v_sound", "t2i"], "smoke", 0)
@@ -99,7 +106,7 @@ def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path: Path) ->
         tmp_path,
     )
     (run_dir,) = (tmp_path / "media").iterdir()
-    check_run(run_dir, ["v2v_sound", "fl2v"], "smoke", 0)
+    check_run(run_dir, ["v2v_sound", "fl2v"], "smoke", 0, long_chunks=3)
 
 
 # The call once more, as a reader would write it after pasting the two cells: a settings object of their own, sound.

@@ -108,6 +108,7 @@ def test_notebook_on_cuda(name: str, runner: str, size: str, tmp_path: Path, rec
             SEED,
             shifts=name == DIFFUSERS,
             quickstart=QUICKSTART_PUBLISHED if name == DIFFUSERS else QUICKSTART[size],
+            long_chunks=3,  # the notebooks' default LONG_CHUNKS
         )
     facts = {"notebook": name, "runner": runner, "size": size, "wall_s": round(wall, 1)}
     if name == notebooks.TUNING:

@@ -54,11 +54,11 @@ ONE_IMAGE = str(
 # The audiovisual pair's vLLM-Omni twin takes the same values against the session's server, where SPEED only prints
 # the server's flags; each run makes one mode, so that a run costs seconds.
 _AUDIOVISUAL = [
-    {"PRESET": "draft", "ASPECT_RATIO": "4:3", "SPEED": "fast", "MODES": "t2i"},
-    {"TIER": 480, "ASPECT_RATIO": "1:1", "SPEED": "turbo", "MODES": "t2i"},
-    {"TIER": 720, "ASPECT_RATIO": "3:4", "SPEED": "low_vram", "MODES": "t2i"},
-    {"TIER": 256, "ASPECT_RATIO": "9:16", "SPEED": "min_vram", "MODES": "fl2v"},
-    {"ASPECT_RATIO": "16:9"},  # the default modes: t2v, i2v, t2v_sound
+    {"PRESET": "draft", "ASPECT_RATIO": "4:3", "SPEED": "fast", "MODES": "t2i", "LONG_CHUNKS": 0},
+    {"TIER": 480, "ASPECT_RATIO": "1:1", "SPEED": "turbo", "MODES": "t2i", "LONG_CHUNKS": 0},
+    {"TIER": 720, "ASPECT_RATIO": "3:4", "SPEED": "low_vram", "MODES": "t2i", "LONG_CHUNKS": 0},
+    {"TIER": 256, "ASPECT_RATIO": "9:16", "SPEED": "min_vram", "MODES": "fl2v", "LONG_CHUNKS": 0},
+    {"ASPECT_RATIO": "16:9", "LONG_CHUNKS": 0},  # the default modes: t2v, i2v, t2v_sound; no long video
 ]
 VARIATIONS: dict[str, list[dict[str, object]]] = {
     AV_DIFFUSERS: _AUDIOVISUAL,

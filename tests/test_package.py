@@ -94,6 +94,7 @@ LAYERS = [
         "helpers.models",
         "helpers.speeds",
         "helpers.schedules",
+        "helpers.long_video",
     },
     {
         "helpers.settings",

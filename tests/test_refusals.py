@@ -70,6 +70,24 @@ CASES = [
     (TUNING, {"SPEED": "warp"}, "SPEED='warp' is not one of this notebook's speeds"),
     *((name, {"ROLLOUT_CHUNKS": 6}, "ROLLOUT_CHUNKS=6 must be 1 to 5") for name in (ACTION_DIFFUSERS, ACTION_VLLM)),
     *(
+        (
+            name,
+            {"LONG_CHUNKS": chunks},
+            f"LONG_CHUNKS={chunks} is not a length: give 0 to skip the long video, or 2 to 8",
+        )
+        for name in (AV_DIFFUSERS, AV_VLLM)
+        for chunks in (1, 9)
+    ),
+    *(
+        (name, {"SPEC": "/no/such/spec.json"}, "SPEC='/no/such/spec.json' is not a file")
+        for name in notebooks.DATASET_PAIR
+    ),
+    *(
+        (name, {"MAX_IN_FLIGHT": 0}, "MAX_IN_FLIGHT=0: give a whole number of jobs")
+        for name in notebooks.DATASET_PAIR[1:]
+    ),
+    (notebooks.DATASET_PAIR[1], {"BASE_URL": "auto,http://a:8000"}, "BASE_URL='auto,http://a:8000': give"),
+    *(
         (name, {"PRESET": "huge"}, "PRESET='huge' is not a preset. Allowed: 'smoke', 'draft', 'published'")
         for name in (ACTION_DIFFUSERS, ACTION_VLLM, TRANSFER_DIFFUSERS, TRANSFER_VLLM)
     ),

@@ -73,7 +73,7 @@ def test_papermill_run_against_the_real_server_writes_every_mode_and_every_file_
     vllm_run: tuple[Path, dict],
 ) -> None:
     # The wall time is measured by support/benchmarks/notebook_wall_time.py, not asserted here.
-    check_run(vllm_run[0], ALL_MODES, "smoke", 0, compared=("smoke",), four_step="tiny-distilled")
+    check_run(vllm_run[0], ALL_MODES, "smoke", 0, compared=("smoke",), four_step="tiny-distilled", long_chunks=3)
     samples, rate = media.read_audio(vllm_run[0] / "t2v_sound.wav")
     frames = audiovisual_settings.settings_for("t2v_sound", "smoke").num_frames
     assert rate == 48000 and samples.shape == (2, round(frames / 24 * 48000))
@@ -105,6 +105,7 @@ def seed_difference(tiny_pipe, tmp_path_factory: pytest.TempPathFactory) -> floa
 # effect: a server that ignored the seed, the prompt or the conditioning would be far outside.
 PARITY_FRACTION_OF_SEED = 0.25
 QUICKSTART_FRACTION_OF_SEED = 0.5
+LONG_FRACTION_OF_SEED = 0.35
 
 
 def test_same_files_as_the_diffusers_notebook_and_frames_within_a_quarter_of_a_seeds_effect(
@@ -130,6 +131,11 @@ def test_same_files_as_the_diffusers_notebook_and_frames_within_a_quarter_of_a_s
     # levels, but the same frames written by the tour's writer by 0.005. It is held to half a seed's effect instead.
     quickstart = differences.pop("quickstart.mp4")
     assert quickstart < QUICKSTART_FRACTION_OF_SEED * seed_difference, quickstart
+    # The long video's chunks after the first go on from pictures each backend had: the server's come back through
+    # its MP4 (H.264, CRF 18), Diffusers' straight from the pipeline, so the chains part a little more with each chunk:
+    # measured 6.5 levels over three chunks, 0.26 of a seed's effect.
+    long = differences.pop("long.mp4")
+    assert long < LONG_FRACTION_OF_SEED * seed_difference, long
     assert max(differences.values()) < limit, differences
 
 

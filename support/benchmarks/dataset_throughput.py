@@ -62,17 +62,13 @@ GPU_SPEC = {
         }
     },
 }
-_MADE = re.compile(r"made (\d+) of (\d+) in ([\d.]+) min")
+_MADE = re.compile(r"made (\d+) of (\d+) in ([\d.]+) min \(([\d.]+) a minute\)")
 
 
 def _loop(printed: str) -> dict[str, float]:
-    made, jobs, minutes = _MADE.search(printed).groups()
-    return {
-        "jobs": int(jobs),
-        "made": int(made),
-        "loop_minutes": float(minutes),
-        "jobs_per_minute": round(int(made) / float(minutes), 2),
-    }
+    """The notebook's own count of its loop: "made 24 of 24 in 0.21 min (114.3 a minute)"."""
+    made, jobs, minutes, rate = _MADE.search(printed).groups()
+    return {"jobs": int(jobs), "made": int(made), "loop_minutes": float(minutes), "jobs_per_minute": float(rate)}
 
 
 def _printed(executed: Path) -> str:

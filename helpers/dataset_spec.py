@@ -48,7 +48,7 @@ AXIS_FIELDS: tuple[str, ...] = ("field", "values")
 # {mode: seconds}}. "tiny" on two CPU cores (support/benchmarks/results/dataset_cpu.json); Nano's architecture with
 # SPEED="fast" on one H100 (support/benchmarks/results/dataset_h100.json).
 MEASURED_SECONDS: dict[tuple[str, str, str], dict[str, float]] = {
-    ("tiny", "smoke", "cpu"): {"t2v": 0.65, "i2v": 0.63, "t2i": 0.22},
+    ("tiny", "smoke", "cpu"): {"t2v": 0.59, "i2v": 0.59, "t2i": 0.21},
 }
 
 

@@ -197,3 +197,16 @@ def test_a_full_disk_stops_the_dataset_with_the_fix_and_keeps_what_was_finished(
     manifest = json.loads((folder / "manifest.json").read_text())
     assert len(manifest["outputs"]) == 2 and list((folder / "videos").glob("*.mp4")) == []
     assert len((folder / "images" / "metadata.jsonl").read_text().splitlines()) == 2
+
+
+def test_the_two_notebooks_mirror_each_other_section_by_section() -> None:
+    from cookbook_tools import notebooks
+    from tests.notebook_checks import sections
+
+    diffusers, vllm = (sections(name) for name in notebooks.DATASET_PAIR)
+    backend = {  # what differs: the backend's own section, and a call where the other sends a request
+        "## Speed switches": "## Servers for a dataset",
+        "## Several prompts in one call?": "## Several prompts in one request?",
+        "## When a spec is wrong": "## When a spec or a job is wrong",
+    }
+    assert [backend.get(h, h) for h in diffusers] == vllm

@@ -269,7 +269,12 @@ def with_replicas(flags: Sequence[str], gpu: bool) -> list[str]:
     del args[index : index + (1 if "=" in args[index] else 2)]
     if int(value) == 1:
         return args
-    clash = [flag for flag in (*PARALLEL_FLAGS, "--deploy-config") if _flag(args, flag) is not None]
+    if _flag(args, "--deploy-config") is not None:
+        raise ServeError(
+            f"--replicas {value} writes a deploy file of its own, and --deploy-config gives yours: set num_replicas "
+            "(and devices) in your file's stage instead."
+        )
+    clash = [flag for flag in PARALLEL_FLAGS if _flag(args, flag) is not None]
     if clash:
         raise ServeError(
             f"--replicas {value} puts one engine on each GPU; {clash[0]} spreads one engine over several. Use one of "

@@ -88,15 +88,14 @@ def join_sound(sounds: list[np.ndarray], sample_rate: int, kept_s: float, crossf
     """Each chunk's [channels, samples] sound, every chunk after the first without its first `kept_s` seconds (the
     repeated pictures' time), joined with a linear crossfade of `crossfade_s` that ends at the seam, so the whole is as
     long as the joined pictures. The model makes each chunk's sound anew: only the fade joins them."""
-    fade = round(crossfade_s * sample_rate)
     start = round(kept_s * sample_rate)
+    fade = min(round(crossfade_s * sample_rate), start)  # the fade lies within the repeated pictures' time
     joined = np.asarray(sounds[0], np.float32)
     ramp = np.linspace(0.0, 1.0, fade, dtype=np.float32)
     for sound in sounds[1:]:
         sound = np.asarray(sound, np.float32)
-        overlap = sound[:, start - fade : start] if start >= fade else np.zeros_like(joined[:, -fade:])
-        mixed = joined[:, -fade:] * (1 - ramp) + overlap * ramp
-        joined = np.concatenate([joined[:, :-fade], mixed, sound[:, start:]], axis=1)
+        mixed = joined[:, len(joined[0]) - fade :] * (1 - ramp) + sound[:, start - fade : start] * ramp
+        joined = np.concatenate([joined[:, : len(joined[0]) - fade], mixed, sound[:, start:]], axis=1)
     return joined
 
 

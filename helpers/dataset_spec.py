@@ -45,8 +45,8 @@ SCENE_FIELDS: tuple[str, ...] = ("name", "prompt", "image")
 AXIS_FIELDS: tuple[str, ...] = ("field", "values")
 
 # Seconds a job took where it was measured, for the estimate before a dataset starts: {(model, preset, device):
-# {mode: seconds}}. "tiny" on two CPU cores (support/benchmarks/results/dataset_cpu.json); Nano's architecture with
-# SPEED="fast" on one H100 (support/benchmarks/results/dataset_h100.json).
+# {mode: seconds}}: "tiny" on two CPU cores, the Diffusers notebook's medians (support/benchmarks/results/
+# dataset_cpu.json). Elsewhere the progress bar's estimate takes over once the first jobs are done.
 MEASURED_SECONDS: dict[tuple[str, str, str], dict[str, float]] = {
     ("tiny", "smoke", "cpu"): {"t2v": 0.59, "i2v": 0.59, "t2i": 0.21},
 }

@@ -36,6 +36,7 @@ from helpers import audiovisual_settings, media, prompts
 from helpers.audiovisual_settings import AudiovisualSettings
 from helpers.canvases import ASPECT_RATIOS
 from helpers.errors import InvalidSettingError, MediaError, allowed
+from helpers.runs import sha256_of
 from helpers.settings import check_seed, check_tier
 
 MODES: tuple[str, ...] = ("t2v", "i2v", "t2i")
@@ -95,7 +96,7 @@ class Job:
             "prompt": self.prompt,
             "negative_prompt": self.negative_prompt,
             "settings": {k: v for k, v in self.settings.to_dict().items() if k != "preset"},
-            "image": _sha256(self.image) if self.image else None,
+            "image": sha256_of(self.image) if self.image else None,
         }
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -138,10 +139,6 @@ class Spec:
         if measured is None:
             return None
         return sum(measured[job.mode] for job in (self.jobs if jobs is None else jobs))
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _field(where: str, message: str) -> InvalidSettingError:

@@ -27,6 +27,21 @@ from helpers.settings import PRESET_MEANINGS, Settings
 MANIFEST_NAME = "manifest.json"
 
 
+def _writable_folder(given: str | os.PathLike[str], parameter: str) -> Path:
+    """`given` as an absolute folder, created when missing, after a file was written into it: an unwritable
+    `parameter` fails here, before anything is loaded or generated."""
+    folder = Path(given).expanduser().resolve()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-").close()  # noqa: SIM115 - a probe
+    except OSError as exc:
+        raise MediaError(
+            f"{parameter}={str(given)!r} cannot be written to ({exc.strerror or exc}). Point {parameter} at a folder "
+            "you can write to (it is created when missing)."
+        ) from exc
+    return folder
+
+
 def oom_advice(settings: Settings, exc: BaseException) -> OutOfMemoryAdviceError:
     names = list(PRESET_MEANINGS)
     smaller = names[names.index(settings.preset) - 1] if names.index(settings.preset) else None
@@ -97,15 +112,7 @@ class Run:
     @classmethod
     def create(cls, output_dir: str | os.PathLike[str], *, backend: str, model: str, **fields: Any) -> Run:
         """A new, empty run folder under `output_dir` (`fields`: `info`, `sample_rate`)."""
-        root = Path(output_dir).expanduser().resolve()
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            tempfile.NamedTemporaryFile(dir=root, prefix=".write-test-").close()  # noqa: SIM115 - a probe
-        except OSError as exc:
-            raise MediaError(
-                f"OUTPUT_DIR={str(output_dir)!r} cannot be written to ({exc.strerror or exc}). Point OUTPUT_DIR at a "
-                "folder you can write to (it is created when missing)."
-            ) from exc
+        root = _writable_folder(output_dir, "OUTPUT_DIR")
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         for n in range(1, 10_000):
             path = root / f"{backend}-{stamp}-{n}"
@@ -118,16 +125,8 @@ class Run:
     def resume(cls, path: str | os.PathLike[str], *, backend: str, model: str, parameter: str = "OUTPUT_DIR") -> Run:
         """The run folder at `path`, created when missing, else with the outputs its manifest lists: a run that a
         second "Run All" goes on with. A folder made with another model is refused, naming `parameter`."""
-        folder = Path(path).expanduser().resolve()
+        folder = _writable_folder(path, parameter)
         manifest = folder / MANIFEST_NAME
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-").close()  # noqa: SIM115 - a probe
-        except OSError as exc:
-            raise MediaError(
-                f"{parameter}: {str(folder)!r} cannot be written to ({exc.strerror or exc}). Point {parameter} at a "
-                "folder you can write to (it is created when missing)."
-            ) from exc
         if not manifest.is_file():
             return cls(folder, backend, model)
         listed = json.loads(manifest.read_text())

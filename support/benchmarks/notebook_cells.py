@@ -8,6 +8,8 @@ Written to `--out`: `cells.json` (each cell's first line and the seconds since t
     python support/benchmarks/notebook_cells.py \\
         cookbooks/cosmos3/generator/audiovisual/make_it_fast_with_diffusers.ipynb \\
         -p MODEL=nano-random -p PRESET=published -p SPEED=fp8 -p MODES=t2v -p OUTPUT_DIR=runs --out results
+
+`--last-cell TEXT` stops after the first code cell that contains TEXT: the cells up to one section.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("notebook", type=Path)
     parser.add_argument("-p", "--parameter", action="append", default=[], type=parameter)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--last-cell", default="", help="stop after the first code cell whose source contains this text (one section)"
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     given = dict(args.parameter)
@@ -80,6 +85,8 @@ def main(argv: list[str] | None = None) -> None:
             first = next((line for line in source.splitlines() if line.strip()), "")
             times.append({"cell": index, "first_line": first[:100], "seconds": round(time.perf_counter() - started, 2)})
             print(f"[{times[-1]['seconds']:8.1f} s] cell {index}: {first[:80]}", file=sys.__stdout__, flush=True)
+            if args.last_cell and args.last_cell in source:
+                break
     finally:
         sys.stdout = sys.__stdout__
         (args.out / "cells.json").write_text(json.dumps({"parameters": given, "cells": times}, indent=1, default=str))

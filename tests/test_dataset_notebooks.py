@@ -126,7 +126,7 @@ def test_wrong_specs_and_a_refused_job_are_reported_naming_the_fix(request, fixt
     ):
         assert f"{what}: {field}" in output, what
     if fixture == "dataset_vllm_run":
-        assert "refused, not retried: HTTP 400" in output and "Invalid size: 0x192" in output
+        assert "refused, not retried: HTTP 400" in output and "size='0x192' is not a size" in output
     else:
         assert re.search(r"two prompts in, one video out \(9, 192, 320, 3\), 0\.00 levels", output), output[-2000:]
 

@@ -89,3 +89,17 @@ def test_the_recorded_transfer_upload_made_a_video() -> None:
     answer = contract.recorded(contract.case("transfer_edge_upload"))
     assert (answer["status"], answer["content_type"]) == (200, "video/mp4")
     assert answer["headers"]["x-model"] == "tiny"
+
+
+def test_the_room_limits_answer_exactly_the_size_cases_and_vllm_omni_the_rest() -> None:
+    """The fixtures are the cookbook's server's answers: the room limits answer the cases `contract.ROOM_LIMITS`
+    names (a 400 on `size`, in their words), and vLLM-Omni every other case."""
+    answered = {
+        c.name
+        for c in contract.CASES
+        if isinstance(error := contract.recorded(c)["body"], dict)
+        and isinstance(error := error.get("error"), dict)
+        and error.get("param") == "size"
+        and "is not a size" in str(error.get("message"))
+    }
+    assert answered == set(contract.ROOM_LIMITS)

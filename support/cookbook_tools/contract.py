@@ -6,8 +6,12 @@ changes from run to run (ids, clocks, timings, base64 pictures, the checkpoint f
 answers are committed under `tests/fixtures/vllm_omni/`; the client code's tests read them, and a test re-sends the
 quick cases to the session's server and requires the same answers, so the fixtures stay the real server's.
 
+The server is the cookbook's (`serve_vllm_omni.sh`): vLLM-Omni behind the room limits (`local_server.room_limits`),
+which answer a size that is not a positive `WxH`, or too large, before vLLM-Omni reads it (the cases `ROOM_LIMITS`
+names; docs/vllm-omni-contract.md gives vLLM-Omni's own answers to them). Every other answer is vLLM-Omni's own.
+
 Record them again (after a vLLM-Omni upgrade) with `python -m cookbook_tools.contract`, which starts a server on
-`tiny` (or uses `--base-url`).
+`tiny` (or uses `--base-url`); `--cases a,b` records only those.
 """
 
 from __future__ import annotations
@@ -189,6 +193,16 @@ CASES = (
 )
 
 
+# The cases the room limits answer in front of vLLM-Omni.
+ROOM_LIMITS = (
+    "image_size_without_x",
+    "image_zero_size",
+    "video_bad_size",
+    "video_zero_size_sync",
+    "video_zero_size_job",
+)
+
+
 def _shape(value: Any) -> str:
     return f"<{type(value).__name__}>"
 
@@ -262,10 +276,12 @@ def recorded(case: Case) -> dict[str, Any]:
     return json.loads(fixture_path(case).read_text())
 
 
-def record(base_url: str, api_key: str | None, folder: Path = FIXTURES) -> list[Path]:
+def record(
+    base_url: str, api_key: str | None, folder: Path = FIXTURES, cases: list[Case] | tuple[Case, ...] = CASES
+) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for case in CASES:
+    for case in cases:
         path = folder / f"{case.name}.json"
         path.write_text(json.dumps({"case": case.name, **answer(base_url, api_key, case)}, indent=2) + "\n")
         written.append(path)
@@ -277,14 +293,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-url", help="a running `vllm serve <tiny> --omni --served-model-name tiny` server")
     parser.add_argument("--api-key", default="cookbook-contract-key", help="its --api-key (the 401 case needs one)")
+    parser.add_argument("--cases", default="", help="record only these cases (comma-separated names)")
     args = parser.parse_args()
+    cases = [case(name.strip()) for name in args.cases.split(",") if name.strip()] or list(CASES)
     if args.base_url:
-        record(args.base_url.rstrip("/"), args.api_key)
+        record(args.base_url.rstrip("/"), args.api_key, cases=cases)
         return
     from local_server.server import LocalServer
 
     with LocalServer.start(MODEL, api_key=args.api_key, flags=["--no-guardrails"]) as server:
-        record(server.base_url, args.api_key)
+        record(server.base_url, args.api_key, cases=cases)
 
 
 if __name__ == "__main__":

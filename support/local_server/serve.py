@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import itertools
+import json
 import os
 import shutil
 import socket
@@ -31,6 +33,7 @@ from pathlib import Path
 
 import checkpoints
 from helpers.errors import CookbookError
+from local_server import room_limits
 
 VLLM_OMNI_VERSION = "0.30.0"
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -286,10 +289,50 @@ def with_replicas(flags: Sequence[str], gpu: bool) -> list[str]:
     return [*args, "--deploy-config", path]
 
 
-USAGE = """Usage: bash scripts/serve_vllm_omni.sh MODEL [--replicas N] [vllm serve flags...]
+def _api_keys(args: Sequence[str]) -> list[str]:
+    """The keys the server takes: every value after `--api-key` (vLLM takes several), else $VLLM_API_KEY."""
+    keys: list[str] = []
+    for index, arg in enumerate(args):
+        if arg.startswith("--api-key="):
+            keys.append(arg.split("=", 1)[1])
+        elif arg == "--api-key":
+            keys += list(itertools.takewhile(lambda value: not value.startswith("--"), args[index + 1 :]))
+    return keys or [k for k in [os.environ.get("VLLM_API_KEY")] if k]
+
+
+def with_room_limits(flags: Sequence[str], gpu: bool) -> tuple[list[str], dict[str, str], str]:
+    """FLAGS without `--room-limits VALUE` and with the room-limits middleware (`local_server.room_limits`), unless
+    VALUE is `off`; the environment the middleware reads (its limits, the API keys, where to import it from); and a
+    line that says the limits. VALUE changes the machine's defaults: `max_frames=121,max_steps=20`."""
+    args = list(flags)
+    value = _flag(args, "--room-limits")
+    if value is not None:
+        index = next(i for i, arg in enumerate(args) if arg.startswith("--room-limits"))
+        del args[index : index + (1 if "=" in args[index] else 2)]
+    if value == "off":
+        return args, {room_limits.ENV: "off"}, "room limits: off (--room-limits off)"
+    try:
+        limits = room_limits.DEFAULTS["gpu" if gpu else "cpu"].with_overrides(value or "")
+    except ValueError as exc:
+        raise ServeError(str(exc)) from exc
+    path = os.pathsep.join(filter(None, [str(REPOSITORY / "support"), os.environ.get("PYTHONPATH")]))
+    env = {
+        room_limits.ENV: limits.to_env(),
+        room_limits.KEYS_ENV: json.dumps(_api_keys(args)),
+        "PYTHONPATH": path,
+    }
+    line = f"room limits for a {'GPU' if gpu else 'CPU'} server: {limits.describe()} (change with --room-limits)"
+    return [*args, "--middleware", f"{room_limits.__name__}.RoomLimits"], env, line
+
+
+USAGE = """Usage: bash scripts/serve_vllm_omni.sh MODEL [--replicas N] [--room-limits off|NAME=N,...] [vllm flags...]
        bash scripts/serve_vllm_omni.sh --install   (only create the server environment, e.g. before a workshop)
 --replicas N serves N engines of the model behind the one URL, one per GPU (vLLM-Omni's num_replicas): N
-requests run at once, where one engine runs one at a time."""
+requests run at once, where one engine runs one at a time.
+--room-limits: every server refuses, with a 400 naming the field, a request over the room's limits (pixels a frame,
+frames, pixel-frames a call, steps, MiB a file), and a participant's request beyond max_queued waiting or running
+(429). The defaults admit every preset and tier the notebooks offer on the machine; `off` turns them off, and
+NAME=N,... changes some: max_pixels, max_frames, max_pixel_frames, max_steps, max_upload_mib, max_queued."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -315,12 +358,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_exposure(host, flags)
         check_port(host, int(port))
         gpu = wants_gpu()
+        flags, room_env, room_line = with_room_limits(flags, gpu)
         args = command(model, with_replicas(flags, gpu), gpu)
         env = ensure_environment(gpu)
     except CookbookError as exc:
         say(f"error: {exc}")
         return 2
     say("$ " + " ".join(args))
+    say(room_line)
+    os.environ.update(room_env)
     if not gpu:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # a GPU left visible would take the plugin's place
     executable = str(env / "bin" / "vllm")

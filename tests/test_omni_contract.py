@@ -133,7 +133,7 @@ def test_image_file_response_unknown_format_becomes_jpeg_and_n2_is_a_zip(http: h
     ("body", "param", "message"),
     [
         ({}, "body.prompt", "Field required"),
-        ({"prompt": "x", "size": "1024"}, "size", "WIDTHxHEIGHT"),
+        ({"prompt": "x", "size": "1024"}, "body.size", "WIDTHxHEIGHT"),
         ({"prompt": "x", "response_format": "url"}, "body.response_format", "validation error"),
         ({"prompt": "x", "n": 11}, "body.n", "validation error"),
         ({"prompt": "x", "num_inference_steps": 0}, "body.num_inference_steps", "validation error"),
@@ -144,19 +144,19 @@ def test_image_validation_errors_are_400_with_the_failing_field(http, body, para
 
 
 @pytest.mark.parametrize(
-    ("size", "message"),
+    ("size", "param", "message"),
     [
-        ("axb", "size='axb' is not a size: give WIDTHxHEIGHT"),
-        ("1x2x3", "size='1x2x3' is not a size"),
-        ("0x64", "size='0x64' is not a size"),
-        ("10000x10000", "asks for 100,000,000 pixels a frame, over this server's room limit of 1,048,576"),
+        ("axb", None, "Invalid size format: 'axb'. Width and height must be integers."),
+        ("1x2x3", None, "Did you mean to use 'x' as separator?"),
+        ("0x64", "size", "size='0x64' is not a size: give WIDTHxHEIGHT with two positive whole numbers"),
+        ("10000x10000", "size", "asks for 100,000,000 pixels a frame, over this server's room limit of 1,048,576"),
     ],
 )
-def test_image_size_errors_are_answered_by_the_room_limits_before_the_route(http, size, message) -> None:
-    """The launcher's servers answer a size that is not WxH, not positive or over the room's limits themselves
-    (`local_server.room_limits`); vLLM-Omni's own route says the same in its words (docs/vllm-omni-contract.md)."""
+def test_image_size_errors_are_400s_from_the_route_or_the_room_limits(http, size, param, message) -> None:
+    """A size that is not WxH is the route's to refuse; one that is not positive, or over the room's limits, the
+    room limits answer first (`local_server.room_limits`; the route's own words are in docs/vllm-omni-contract.md)."""
     assert_envelope(
-        http.post("/v1/images/generations", json={"prompt": "x", "size": size}), 400, "Bad Request", "size", message
+        http.post("/v1/images/generations", json={"prompt": "x", "size": size}), 400, "Bad Request", param, message
     )
 
 

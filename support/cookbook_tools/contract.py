@@ -7,7 +7,7 @@ answers are committed under `tests/fixtures/vllm_omni/`; the client code's tests
 quick cases to the session's server and requires the same answers, so the fixtures stay the real server's.
 
 The server is the cookbook's (`serve_vllm_omni.sh`): vLLM-Omni behind the room limits (`local_server.room_limits`),
-which answer a size that is not a positive `WxH`, or too large, before vLLM-Omni reads it (the cases `ROOM_LIMITS`
+which answer a `WxH` size that is not positive, or one too large, before vLLM-Omni reads it (the cases `ROOM_LIMITS`
 names; docs/vllm-omni-contract.md gives vLLM-Omni's own answers to them). Every other answer is vLLM-Omni's own.
 
 Record them again (after a vLLM-Omni upgrade) with `python -m cookbook_tools.contract`, which starts a server on
@@ -194,13 +194,7 @@ CASES = (
 
 
 # The cases the room limits answer in front of vLLM-Omni.
-ROOM_LIMITS = (
-    "image_size_without_x",
-    "image_zero_size",
-    "video_bad_size",
-    "video_zero_size_sync",
-    "video_zero_size_job",
-)
+ROOM_LIMITS = ("image_zero_size", "video_zero_size_sync", "video_zero_size_job")
 
 
 def _shape(value: Any) -> str:

@@ -3,10 +3,12 @@
 One generation runs at a time, so one participant's typo (`size=100000x96`) or a 720p video on a CPU server stalls
 everyone, and a large enough one ends the server. This middleware reads each generation request before vLLM-Omni
 does (`POST /v1/videos`, `/v1/videos/sync`, `/v1/images/generations`) and answers 400, naming the field, the limit
-and the value, when the request is over the room's limits (`Limits`) or its size is not a positive `WxH`. A request
-within them reaches vLLM-Omni as it came, byte for byte and as it streams in: nothing is buffered or rewritten. It
-also keeps the queue fair: each participant (an API key from one address) may have `max_queued` generations waiting
-or running, and a job's `GET /v1/videos/{id}` answer carries its place in the queue (`X-Queue-Position`).
+and the value, when the request is over the room's limits (`Limits`) or its size is `WxH` but not positive (which
+vLLM-Omni's synchronous route fails as its own error, a 500); what vLLM-Omni refuses itself with a 400 (a size that
+is not `WxH`, a field out of its range) is left to it. A request within the limits reaches vLLM-Omni as it came,
+byte for byte and as it streams in: nothing is buffered or rewritten. It also keeps the queue fair: each participant
+(an API key from one address) may have `max_queued` generations waiting or running, and a job's
+`GET /v1/videos/{id}` answer carries its place in the queue (`X-Queue-Position`).
 
     PYTHONPATH=support vllm serve MODEL --omni --middleware local_server.room_limits.RoomLimits
 
@@ -152,9 +154,14 @@ def _over(param: str, value: Any, limit_name: str, limit: int, what: str, hint: 
     )
 
 
-def parse_size(param: str, text: str) -> tuple[int, int]:
+def parse_size(param: str, text: str) -> tuple[int, int] | None:
+    """WIDTHxHEIGHT as numbers; None for text that is not WIDTHxHEIGHT, which vLLM-Omni answers with a 400 itself.
+    A size of the right form that is not positive is refused here: vLLM-Omni's synchronous route fails it as its own
+    error (500, "Video generation failed")."""
     found = SIZE.match(text.strip())
-    if not found or int(found[1]) < 1 or int(found[2]) < 1:
+    if not found:
+        return None
+    if int(found[1]) < 1 or int(found[2]) < 1:
         raise Refusal(
             400,
             param,
@@ -177,22 +184,25 @@ def check_request(limits: Limits, route: str, fields: dict[str, Any]) -> None:
     `limits`. Fields it cannot read are left to vLLM-Omni's own validation."""
     image = route == IMAGE_ROUTE
     fields = {k: str(v) for k, v in fields.items() if v is not None and not isinstance(v, dict | list)}
+    size: tuple[int, int] | None
     if "size" in fields:
-        width, height = parse_size("size", fields["size"])
-        size_text = fields["size"]
+        size, size_text = parse_size("size", fields["size"]), fields["size"]
     elif not image and ("width" in fields or "height" in fields):
-        width, height = _whole(fields, "width") or 0, _whole(fields, "height") or 0
-        if width < 1 or height < 1:
-            parse_size("width/height", f"{fields.get('width')}x{fields.get('height')}")
-        size_text = f"{width}x{height}"
+        size = (_whole(fields, "width") or 0, _whole(fields, "height") or 0)
+        size = size if min(size) >= 1 else None  # vLLM-Omni answers a missing or non-positive side itself
+        size_text = f"width={fields.get('width')}, height={fields.get('height')}"
     else:
-        width, height = DEFAULT_IMAGE_SIZE if image else DEFAULT_VIDEO_SIZE
-        size_text = f"{width}x{height} (the server's default)"
-    pixels = width * height
+        size = DEFAULT_IMAGE_SIZE if image else DEFAULT_VIDEO_SIZE
+        size_text = f"{size[0]}x{size[1]} (the server's default)"
+    if size is None:
+        return  # a size vLLM-Omni refuses itself
+    pixels = size[0] * size[1]
     if pixels > limits.max_pixels:
         raise _over("size", size_text, "max_pixels", limits.max_pixels, f"{pixels:,} pixels a frame", "size")
     if image:
         frames, frames_param = _whole(fields, "n") or 1, "n"
+        if not 1 <= frames <= 10:
+            return  # vLLM-Omni's own 400
     elif "num_frames" in fields:
         frames, frames_param = _whole(fields, "num_frames") or 1, "num_frames"
     elif "seconds" in fields:
@@ -225,10 +235,8 @@ def check_request(limits: Limits, route: str, fields: dict[str, Any]) -> None:
 
 def check_field(limits: Limits, name: str, value: str) -> None:
     """Refuse a form field over a limit on its own, as soon as it has streamed in (before any file after it)."""
-    if name == "size":
-        width, height = parse_size("size", value)
-        if width * height > limits.max_pixels:
-            raise _over("size", value, "max_pixels", limits.max_pixels, f"{width * height:,} pixels a frame", "size")
+    if name == "size" and (size := parse_size("size", value)) is not None and size[0] * size[1] > limits.max_pixels:
+        raise _over("size", value, "max_pixels", limits.max_pixels, f"{size[0] * size[1]:,} pixels a frame", "size")
     elif name == "num_frames" and (_whole({name: value}, name) or 0) > limits.max_frames:
         raise _over(name, value, "max_frames", limits.max_frames, f"{value} frames", "num_frames")
     elif name == "num_inference_steps" and (_whole({name: value}, name) or 0) > limits.max_steps:

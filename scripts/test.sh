@@ -10,7 +10,5 @@ bash scripts/setup.sh
 # The tests start the real vLLM-Omni server: its environment is made here, with progress, on first use.
 bash scripts/serve_vllm_omni.sh --install
 # Every test's time goes to a JUnit file: `python support/benchmarks/test_file_times.py outputs/test-artifacts/junit.xml`
-# tables them per test file. Two workers (pytest-xdist), since much of a notebook run waits on one core: the tests
-# that read one family's session runs share a worker (tests/conftest.py). COSMOS3_TEST_WORKERS=0 runs in one process.
-exec .venv/bin/python -m pytest -n "${COSMOS3_TEST_WORKERS:-2}" --dist loadgroup \
-  --junitxml=outputs/test-artifacts/junit.xml "$@"
+# tables them per test file.
+exec .venv/bin/python -m pytest --junitxml=outputs/test-artifacts/junit.xml "$@"

@@ -65,30 +65,11 @@ def http(omni_server: LocalServer) -> Iterator[httpx.Client]:
         yield client
 
 
-# The full tier runs on two workers (scripts/test.sh: `-n 2 --dist loadgroup`). The tests that read one family's
-# session notebook runs go to one worker, so that each run executes once in the suite.
-RUN_GROUPS = {
-    "audiovisual_diffusers_run": "audiovisual",
-    "audiovisual_vllm_run": "audiovisual",
-    "action_diffusers_run": "action",
-    "action_vllm_run": "action",
-    "transfer_diffusers_run": "transfer",
-    "transfer_vllm_run": "transfer",
-    "dataset_diffusers_run": "dataset",
-    "dataset_vllm_run": "dataset",
-}
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A test on the real server needs its environment and minutes: never in the quick tier, marked or not.
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        # A test on the real server needs its environment and minutes: never in the quick tier, marked or not.
-        if "omni_server" in fixtures:
+        if "omni_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
-        groups = sorted({RUN_GROUPS[name] for name in fixtures if name in RUN_GROUPS})
-        if groups:
-            item.add_marker(pytest.mark.xdist_group(groups[0]))
 
 
 # Each notebook runs once per session, at smoke size on the tiny checkpoints, and every test of it reads that run: its

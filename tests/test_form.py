@@ -202,7 +202,7 @@ def test_stop_cancels_the_server_job_and_saves_nothing(omni_client, tmp_path):
     run = Run.create(tmp_path, backend="vllm_omni", model="tiny")
     form = GenerationForm(backends.OmniBackend(omni_client, "tiny"), run, preset="smoke")
     form.mode.value = "t2v"
-    form.steps.value = "60"  # long enough to still be running when Stop is pressed
+    form.steps.value = "50"  # long enough to still be running when Stop is pressed (the room limits stop at 50)
     statuses: list[str] = []
 
     def stop_when_running(done: int, total: int, status: str) -> None:

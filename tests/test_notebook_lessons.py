@@ -117,8 +117,9 @@ def test_the_tour_writes_the_call_once_and_each_mode_shows_what_it_adds():
     # that shows a wrong call; the 4-step checkpoints' call is its own pipeline's (`fast_pipe`), without steps or
     # guidance. Every mode section calls generate with its own inputs only.
     assert len(_calls(_code(DIFFUSERS), "pipe")) == 3 and len(_calls(_code(DIFFUSERS), "fast_pipe")) == 1
-    # the quickstart, generate, the 4-step checkpoint's image to video, the wrong request
-    assert len(_calls(_code(VLLM), "post")) == 4
+    # the quickstart, generate, the 4-step checkpoint's image to video, and the two wrong requests (a model the
+    # server does not serve, a size the room limits refuse)
+    assert len(_calls(_code(VLLM), "post")) == 5
     for name, added in [
         (
             DIFFUSERS,

@@ -24,9 +24,19 @@ import pytest
 from cookbook_tools import notebooks
 from helpers import action_settings, audiovisual_settings, media, transfer_settings
 from helpers.audiovisual_settings import TIER_MAX_FRAMES
+from helpers.canvases import CANVASES
 from helpers.settings import CPU_PIXEL_FRAMES, TIERS, largest_canvas
 from local_server import omni_http, serve
-from local_server.room_limits import DEFAULTS, ENV, IMAGE_ROUTE, Limits, Refusal, RoomLimits, check_request
+from local_server.room_limits import (
+    DEFAULTS,
+    ENV,
+    IMAGE_ROUTE,
+    TIER_CANVASES,
+    Limits,
+    Refusal,
+    RoomLimits,
+    check_request,
+)
 from local_server.server import LocalServer
 from tests.conftest import SERVER_KEY
 
@@ -140,6 +150,14 @@ def test_each_limit_is_refused_naming_the_field_the_limit_and_the_value(route, f
 )
 def test_what_vllm_omni_refuses_with_its_own_400_is_left_to_it(route, fields) -> None:
     check_request(CPU, route, fields)  # no Refusal: vLLM-Omni's validation names the field in its words
+
+
+def test_an_action_or_transfer_job_is_measured_at_its_resolution_tier() -> None:
+    assert {tier: largest_canvas(tier) for tier in CANVASES} == TIER_CANVASES
+    extra = json.dumps({"action_mode": "forward_dynamics", "resolution": "256"})
+    check_request(CPU, "/v1/videos", {"num_frames": "61", "extra_params": extra})  # 320x256 x 61 frames fits a CPU
+    with pytest.raises(Refusal, match=r"resolution=720 \(its largest picture\)"):
+        check_request(CPU, "/v1/videos", {"num_frames": "61", "extra_params": extra.replace("256", "720")})
 
 
 def test_limits_are_one_setting_that_a_flag_changes_or_turns_off() -> None:

@@ -48,6 +48,9 @@ SIZE = re.compile(r"^(\d+)x(\d+)$")
 # 50 an image, and one frame when neither num_frames nor seconds is sent.
 DEFAULT_VIDEO_SIZE, DEFAULT_IMAGE_SIZE = (1280, 720), (1024, 1024)
 DEFAULT_VIDEO_STEPS, DEFAULT_IMAGE_STEPS = 35, 50
+# The largest picture of each resolution tier an action or transfer job names instead of a size
+# (`helpers.canvases.CANVASES`; tests/test_room_limits.py keeps the two the same).
+TIER_CANVASES = {256: (320, 256), 480: (640, 640), 704: (960, 960), 720: (960, 960)}
 MIB = 1024 * 1024
 FIELD_BYTES = MIB  # a form field or JSON body beyond this is no request a notebook sends (Starlette's own part limit)
 POLL_FRESH_S = 1.0
@@ -171,6 +174,15 @@ def parse_size(param: str, text: str) -> tuple[int, int] | None:
     return int(found[1]), int(found[2])
 
 
+def _resolution(fields: dict[str, str]) -> int | None:
+    """The resolution tier an action or transfer job names in `extra_params` (`"resolution": "480"`), or None."""
+    try:
+        extra = json.loads(fields.get("extra_params") or "{}")
+        return int(extra["resolution"]) if isinstance(extra, dict) and "resolution" in extra else None
+    except (ValueError, TypeError):
+        return None
+
+
 def _whole(fields: dict[str, str], name: str) -> int | None:
     """A whole-number field, or None where it is absent or not a number (vLLM-Omni answers those itself)."""
     try:
@@ -191,6 +203,9 @@ def check_request(limits: Limits, route: str, fields: dict[str, Any]) -> None:
         size = (_whole(fields, "width") or 0, _whole(fields, "height") or 0)
         size = size if min(size) >= 1 else None  # vLLM-Omni answers a missing or non-positive side itself
         size_text = f"width={fields.get('width')}, height={fields.get('height')}"
+    elif not image and (tier := _resolution(fields)) is not None:
+        size = TIER_CANVASES.get(tier)  # an action or transfer job's tier; one vLLM-Omni does not know is its to refuse
+        size_text = f"resolution={tier} (its largest picture)"
     else:
         size = DEFAULT_IMAGE_SIZE if image else DEFAULT_VIDEO_SIZE
         size_text = f"{size[0]}x{size[1]} (the server's default)"

@@ -10,6 +10,7 @@ file by file.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from helpers import audiovisual_settings, media
 from helpers.assets import notebook_path
 from helpers.runs import MANIFEST_NAME
 from tests.conftest import SERVER_KEY
-from tests.notebook_checks import ALL_MODES, SMOKE, check_run, mean_frame_difference, run_nbmake, sections
+from tests.notebook_checks import ALL_MODES, SMOKE, check_run, mean_frame_difference, printed, run_nbmake, sections
 
 NAME = "run_with_vllm_omni.ipynb"
 TWIN = "run_with_diffusers.ipynb"
@@ -185,3 +186,14 @@ def test_the_quickstart_and_the_call_run_pasted_into_a_python_file_without_the_c
     assert (quickstart.width, quickstart.height, quickstart.num_frames, quickstart.fps) == (160, 96, 17, 24)
     call = media.probe(tmp_path / "call.mp4")
     assert (call.width, call.height, call.num_frames, call.has_audio) == (96, 64, 9, True)
+
+
+def test_the_room_server_tells_a_waiting_jobs_place_cancels_it_and_answers_a_bad_size_as_the_requests_fault(
+    audiovisual_vllm_run: Path,
+) -> None:
+    """The session's server runs the room limits: the second job waits behind the first (one request ahead of it),
+    its `DELETE` cancels it, and a size of 0x96 is a 400 on `size` (vLLM-Omni alone answers it with a 500)."""
+    output = printed(audiovisual_vllm_run)
+    assert re.search(r"video_gen_\w+: queued, place in the queue: 1\b", output), output[-3000:]
+    assert "cancelled while it waited: True" in output
+    assert "HTTP 400 (param: size): size='0x96' is not a size" in output

@@ -343,17 +343,22 @@ SMOKE = {"model": "tiny", "size": "320x192", "num_frames": "9", "num_inference_s
 
 
 @pytest.mark.slow
-def test_the_real_server_refuses_an_oversized_request_in_seconds_without_growing(omni_server: LocalServer) -> None:
+def test_the_real_server_refuses_each_limit_before_the_model_sees_it_and_does_not_grow(
+    omni_server: LocalServer,
+) -> None:
+    """Each limit's 400 comes from the room limits (their `room_limit` beside vLLM's envelope), so the request never
+    reached the model, and the server's memory stays where it was: the 11 GB an unguarded server grew to never
+    comes. How long a refusal takes is measured by support/benchmarks/room_limits.py."""
     assert "room limits for a CPU server: 1,048,576 pixels a frame" in omni_server.log_text()  # the launcher says them
     headers = {"Authorization": f"Bearer {SERVER_KEY}"}
     before = server_memory_mib(omni_server)
-    for fields, param in (
-        ({"size": "100000x96", "num_frames": "9", "num_inference_steps": "1"}, "size"),
-        ({"size": "0x96", "num_frames": "9"}, "size"),
-        ({"num_frames": "397", "size": "320x192"}, "num_frames"),
-        ({"num_inference_steps": "200", "size": "320x192", "num_frames": "9"}, "num_inference_steps"),
+    for fields, param, limit in (
+        ({"size": "100000x96", "num_frames": "9", "num_inference_steps": "1"}, "size", "max_pixels"),
+        ({"num_frames": "397", "size": "320x192"}, "num_frames", "max_frames"),
+        ({"num_frames": "97", "size": "1280x720"}, "num_frames", "max_pixel_frames"),
+        ({"num_inference_steps": "200", "size": "320x192", "num_frames": "9"}, "num_inference_steps", "max_steps"),
+        ({"size": "0x96", "num_frames": "9"}, "size", None),
     ):
-        started = time.perf_counter()
         answer = httpx.post(
             f"{omni_server.base_url}/v1/videos/sync",
             headers=headers,
@@ -361,8 +366,8 @@ def test_the_real_server_refuses_an_oversized_request_in_seconds_without_growing
             data={"model": "tiny", "prompt": "typo", **fields},
         )
         assert answer.status_code == 400 and answer.json()["error"]["param"] == param, answer.text
-        assert time.perf_counter() - started < 5
-    assert server_memory_mib(omni_server) - before < 100  # the 11 GB of an unguarded server never came
+        assert answer.json().get("room_limit", {}).get("name") == limit or "is not a size" in answer.text
+    assert server_memory_mib(omni_server) - before < 100
     for fields in ({**SMOKE, "size": "100000x96"}, SMOKE):
         unkeyed = httpx.post(f"{omni_server.base_url}/v1/videos/sync", data={"prompt": "x", **fields}, timeout=30)
         assert unkeyed.status_code == 401
@@ -373,30 +378,33 @@ def test_a_room_of_sixteen_is_served_while_one_participant_asks_for_too_much(
     omni_server: LocalServer, tmp_path: Path
 ) -> None:
     """Sixteen participants, each from an address of their own, send a smoke video at once; a seventeenth sends a
-    typo. Every video comes back whole, and the typo's 400 comes within seconds, ahead of the queue."""
+    typo. Every video comes back whole, and the typo's 400 comes back while the room's videos are still being made:
+    it does not wait its turn in the queue."""
+    answered: list[tuple[float, int]] = []  # when each answer came, in order
 
-    def participant(index: int) -> tuple[int, bytes, float]:
+    def participant(index: int) -> tuple[int, bytes]:
         transport = httpx.HTTPTransport(local_address=f"127.0.0.{10 + index}")
         fields = {**SMOKE, "prompt": f"ball {index}", "seed": str(index)}
         if index == 16:
             fields["size"] = "100000x96"
         with httpx.Client(transport=transport, timeout=600) as client:
-            started = time.perf_counter()
             answer = client.post(
                 f"{omni_server.base_url}/v1/videos/sync", data=fields, headers={"Authorization": f"Bearer {SERVER_KEY}"}
             )
-            return answer.status_code, answer.content, time.perf_counter() - started
+        answered.append((time.monotonic(), index))
+        return answer.status_code, answer.content
 
     with ThreadPoolExecutor(17) as pool:
         answers = list(pool.map(participant, range(17)))
-    for index, (status, content, _) in enumerate(answers[:16]):
+    for index, (status, content) in enumerate(answers[:16]):
         assert status == 200, content[:300]
         (tmp_path / f"{index}.mp4").write_bytes(content)
         info = media.probe(tmp_path / f"{index}.mp4")
         assert (info.width, info.height, info.num_frames, info.codec) == (320, 192, 9, "h264")
-    status, content, seconds = answers[16]
-    assert status == 400 and b"max_pixels" in content and seconds < 5
-    assert seconds < max(s for _, _, s in answers[:16]) / 3
+    status, content = answers[16]
+    assert status == 400 and b"max_pixels" in content
+    order = [index for _, index in sorted(answered)]
+    assert order.index(16) < 8, order  # ahead of most of the queue: answered at once, not in its turn
 
 
 @pytest.mark.slow

@@ -53,11 +53,8 @@ DEFAULT_VIDEO_STEPS, DEFAULT_IMAGE_STEPS = 35, 50
 TIER_CANVASES = {256: (320, 256), 480: (640, 640), 704: (960, 960), 720: (960, 960)}
 MIB = 1024 * 1024
 FIELD_BYTES = MIB  # a form field or JSON body beyond this is no request a notebook sends (Starlette's own part limit)
-POLL_FRESH_S = 1.0
-WAITING = (
-    "queued",
-    "in_progress",
-)  # a job's states before it ends  # how old the server's job list may be when a job's place in the queue is told
+POLL_FRESH_S = 1.0  # how old the server's job list may be when a job's place in the queue is told
+WAITING = ("queued", "in_progress")  # a job's states before it ends
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,15 @@ def _flag(args: Sequence[str], name: str) -> str | None:
     return None
 
 
+def _pop_flag(args: list[str], name: str) -> str | None:
+    """The value of the launcher's own flag `--name VALUE` (or `--name=VALUE`), taken out of `args`."""
+    value = _flag(args, name)
+    if value is not None:
+        index = next(i for i, arg in enumerate(args) if arg == name or arg.startswith(name + "="))
+        del args[index : index + (1 if "=" in args[index] else 2)]
+    return value
+
+
 def check_port(host: str, port: int) -> None:
     """Fail now, not after minutes of start-up, when something already listens on the port."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
@@ -263,13 +272,11 @@ def deploy_file(replicas: int, gpu: bool, guardrails: bool) -> str:
 def with_replicas(flags: Sequence[str], gpu: bool) -> list[str]:
     """FLAGS with `--replicas N` replaced by `--deploy-config` of a deploy file with N engines (`deploy_file`)."""
     args = list(flags)
-    value = _flag(args, "--replicas")
+    value = _pop_flag(args, "--replicas")
     if value is None:
         return args
     if not value.isdigit() or int(value) < 1:
         raise ServeError(f"--replicas {value}: give the number of engines behind the server's URL, 1 or more.")
-    index = next(i for i, arg in enumerate(args) if arg.startswith("--replicas"))
-    del args[index : index + (1 if "=" in args[index] else 2)]
     if int(value) == 1:
         return args
     if _flag(args, "--deploy-config") is not None:
@@ -305,10 +312,7 @@ def with_room_limits(flags: Sequence[str], gpu: bool) -> tuple[list[str], dict[s
     VALUE is `off`; the environment the middleware reads (its limits, the API keys, where to import it from); and a
     line that says the limits. VALUE changes the machine's defaults: `max_frames=121,max_steps=20`."""
     args = list(flags)
-    value = _flag(args, "--room-limits")
-    if value is not None:
-        index = next(i for i, arg in enumerate(args) if arg.startswith("--room-limits"))
-        del args[index : index + (1 if "=" in args[index] else 2)]
+    value = _pop_flag(args, "--room-limits")
     if value == "off":
         return args, {room_limits.ENV: "off"}, "room limits: off (--room-limits off)"
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -328,17 +327,6 @@ def test_a_participant_may_have_max_queued_jobs_and_sees_each_ones_place_in_the_
 
 
 # The session's real server, started by the launcher with the CPU limits on.
-def server_memory_mib(server: LocalServer) -> float:
-    """The resident memory of the server's process group (the API server and its engine)."""
-    pids = subprocess.run(["pgrep", "-g", str(server.process.pid)], capture_output=True, text=True).stdout.split()
-    total = 0
-    for pid in pids:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1])
-    return total / 1024
-
-
 SMOKE = {"model": "tiny", "size": "320x192", "num_frames": "9", "num_inference_steps": "2", "fps": "24"}
 
 
@@ -351,7 +339,7 @@ def test_the_real_server_refuses_each_limit_before_the_model_sees_it_and_does_no
     comes. How long a refusal takes is measured by support/benchmarks/room_limits.py."""
     assert "room limits for a CPU server: 1,048,576 pixels a frame" in omni_server.log_text()  # the launcher says them
     headers = {"Authorization": f"Bearer {SERVER_KEY}"}
-    before = server_memory_mib(omni_server)
+    before = omni_server.memory_mib()
     for fields, param, limit in (
         ({"size": "100000x96", "num_frames": "9", "num_inference_steps": "1"}, "size", "max_pixels"),
         ({"num_frames": "397", "size": "320x192"}, "num_frames", "max_frames"),
@@ -367,7 +355,7 @@ def test_the_real_server_refuses_each_limit_before_the_model_sees_it_and_does_no
         )
         assert answer.status_code == 400 and answer.json()["error"]["param"] == param, answer.text
         assert answer.json().get("room_limit", {}).get("name") == limit or "is not a size" in answer.text
-    assert server_memory_mib(omni_server) - before < 100
+    assert omni_server.memory_mib() - before < 100
     for fields in ({**SMOKE, "size": "100000x96"}, SMOKE):
         unkeyed = httpx.post(f"{omni_server.base_url}/v1/videos/sync", data={"prompt": "x", **fields}, timeout=30)
         assert unkeyed.status_code == 401

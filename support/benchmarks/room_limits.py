@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,19 +33,6 @@ KEY = "benchmark-key"
 SMOKE = {"model": "tiny", "prompt": "A red ball rolls.", "size": "320x192", "num_frames": "9", "fps": "24"}
 SMOKE |= {"num_inference_steps": "2", "seed": "0"}
 TYPO = {**SMOKE, "size": "100000x96", "num_inference_steps": "1"}
-
-
-def memory_mib(server: LocalServer) -> float:
-    """Resident memory of the server's process group (its API server and engine)."""
-    pids = subprocess.run(["pgrep", "-g", str(server.process.pid)], capture_output=True, text=True).stdout.split()
-    total = 0
-    for pid in pids:
-        status = Path(f"/proc/{pid}/status")
-        if status.exists():
-            total += next(
-                (int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("VmRSS:")), 0
-            )
-    return round(total / 1024, 1)
 
 
 def timed(client: httpx.Client, url: str, fields: dict[str, str]) -> tuple[int, float]:
@@ -73,12 +59,12 @@ def main() -> None:
         httpx.Client(timeout=600) as client,
     ):
         timed(client, limited.base_url, SMOKE), timed(client, open_.base_url, SMOKE)  # warm-up
-        before = memory_mib(limited)
+        before = limited.memory_mib()
         refused = {
             name: [timed(client, limited.base_url, fields) for _ in range(args.repeats)]
             for name, fields in (("size=100000x96", TYPO), ("size=0x96", {**SMOKE, "size": "0x96"}))
         }
-        after = memory_mib(limited)
+        after = limited.memory_mib()
         accepted: dict[str, list[float]] = {"limits on": [], "limits off": []}
         for _ in range(args.repeats):
             accepted["limits on"].append(timed(client, limited.base_url, SMOKE)[1])

@@ -157,6 +157,17 @@ class LocalServer:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.is_file() else ""
 
+    def memory_mib(self) -> float:
+        """The resident memory of the server's process group (its API server and engine), in MiB."""
+        pids = subprocess.run(["pgrep", "-g", str(self.process.pid)], capture_output=True, text=True).stdout.split()
+        total = 0
+        for pid in pids:
+            status = Path(f"/proc/{pid}/status")
+            if status.exists():  # a process may end between the listing and the read
+                rss = [line for line in status.read_text().splitlines() if line.startswith("VmRSS:")]
+                total += int(rss[0].split()[1]) if rss else 0
+        return round(total / 1024, 1)
+
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(strip_colours(self.log_text()).splitlines()[-lines:])
 

@@ -12,6 +12,7 @@ import tempfile
 import threading
 import tomllib
 import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -157,21 +158,32 @@ def _public(version: Version) -> Version:
     return Version(version.public)
 
 
+_GPU_BUILD = sys.platform == "linux" and os.uname().machine == "x86_64"
+
+
+@functools.cache
+def _dry_runs() -> dict[str, Future[dict[str, Version]]]:
+    """Both files' dry runs, started together on first use: each waits on PyPI for about half a minute."""
+    # The GPU file with the GPU-kernel extras its comment offers: then every package of the GPU lock.
+    gpu = [line.replace("-e .[dev]", "-e .[dev,flash-attention,fp8]") for line in _pip_lines("environment-gpu.yml")]
+    lines = {"environment.yml": _pip_lines("environment.yml"), **({"environment-gpu.yml": gpu} if _GPU_BUILD else {})}
+    pool = ThreadPoolExecutor(len(lines))
+    return {name: pool.submit(_conda_pip_dry_run, pip_lines) for name, pip_lines in lines.items()}
+
+
 @pytest.mark.slow  # resolves the whole install against PyPI: about half a minute
 @pytest.mark.skipif(not _pypi_reachable(), reason="resolving the install needs PyPI")
 def test_environment_yml_installs_exactly_the_cpu_lock_with_the_cpu_build_of_torch_where_one_is_offered():
-    found = _conda_pip_dry_run(_pip_lines("environment.yml"))
+    found = _dry_runs()["environment.yml"].result()
     assert {n: _public(v) for n, v in found.items()} == _lock("cpu.txt")
     assert not [n for n in found if n.startswith(CUDA_RUNTIME) and n not in NOT_RUNTIME]
 
 
 @pytest.mark.slow  # resolves the whole install against PyPI: about half a minute
 @pytest.mark.skipif(not _pypi_reachable(), reason="resolving the install needs PyPI")
-@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64", reason="the CUDA build is for x86-64")
+@pytest.mark.skipif(not _GPU_BUILD, reason="the CUDA build is for x86-64")
 def test_environment_gpu_yml_with_the_gpu_kernels_installs_exactly_the_gpu_lock():
-    """The file's own lines with the GPU-kernel extras its comment offers: then every package of the GPU lock."""
-    lines = [line.replace("-e .[dev]", "-e .[dev,flash-attention,fp8]") for line in _pip_lines("environment-gpu.yml")]
-    assert _conda_pip_dry_run(lines) == _lock("gpu.txt")
+    assert _dry_runs()["environment-gpu.yml"].result() == _lock("gpu.txt")
 
 
 # scripts/setup.sh --plan: which torch build and lock it would install, and from where; nothing is installed.

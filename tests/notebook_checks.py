@@ -55,6 +55,20 @@ SESSION = {
     **{name: {"MAX_IN_FLIGHT": 2} if "vllm" in name else {} for name in notebooks.DATASET_PAIR},
 }
 
+# What the nbmake runs of the audiovisual pair set beyond `SMOKE`: a reader's first "Run All" (the default modes and
+# long video) in a fresh kernel, at the one aspect ratio that no other run of the suite takes.
+NBMAKE = {name: {"ASPECT_RATIO": "16:9", "MODES": "t2v,i2v,t2v_sound", "LONG_CHUNKS": 3} for name in notebooks.PAIR}
+
+
+def check_nbmake_run(name: str, media_dir: Path) -> None:
+    """The nbmake run's one run folder under `media_dir`: every file decoded and checked (`check_run`)."""
+    (run_dir,) = media_dir.iterdir()
+    p = NBMAKE[name]
+    modes = audiovisual_settings.parse_modes(str(p["MODES"]))
+    shifts = name == notebooks.PAIR[0] and "t2v" in modes  # the Diffusers notebook's flow-shift section
+    aspect_ratio, long_chunks = str(p["ASPECT_RATIO"]), int(p["LONG_CHUNKS"])
+    check_run(run_dir, modes, "smoke", 0, shifts=shifts, aspect_ratio=aspect_ratio, long_chunks=long_chunks)
+
 
 def execute_smoke(name: str, out: Path, **parameters: object) -> Path:
     """Run the notebook `name` by papermill at `SMOKE` (and `parameters`), its media under `out`/media. (The dataset

@@ -12,7 +12,16 @@ import pytest
 from checkpoints import random_weights
 from cookbook_tools import notebooks
 from helpers.assets import notebook_path
-from tests.notebook_checks import ALL_MODES, check_run, error_outputs, printed, run_nbmake
+from tests.notebook_checks import (
+    ALL_MODES,
+    NBMAKE,
+    SMOKE,
+    check_nbmake_run,
+    check_run,
+    error_outputs,
+    printed,
+    run_nbmake,
+)
 
 NAME = "run_with_diffusers.ipynb"
 TEST_PARAMETERS = {
@@ -97,16 +106,12 @@ def test_the_fp8_revisions_format_runs_through_the_notebook_as_published(tmp_pat
 
 
 # The quick tier's one notebook run end to end (scripts/test_quick.sh), as nbmake runs a notebook from a fresh
-# python3 kernel: two modes, sound and two images.
+# python3 kernel: the default modes (sound and an image) and the long video, at 16:9 (`NBMAKE`).
 @pytest.mark.quick
 def test_nbmake_runs_the_notebook_from_a_fresh_python3_kernel(tmp_path: Path) -> None:
-    run_nbmake(
-        NAME,
-        {"MODEL": "tiny", "PRESET": "smoke", "MODES": "v2v_sound,fl2v", "OUTPUT_DIR": str(tmp_path / "media")},
-        tmp_path,
-    )
-    (run_dir,) = (tmp_path / "media").iterdir()
-    check_run(run_dir, ["v2v_sound", "fl2v"], "smoke", 0, long_chunks=3)
+    media_dir = tmp_path / "media"
+    run_nbmake(NAME, {**SMOKE, **NBMAKE[NAME], "OUTPUT_DIR": str(media_dir)}, tmp_path)
+    check_nbmake_run(NAME, media_dir)
 
 
 # The call once more, as a reader would write it after pasting the two cells: a settings object of their own, sound.

@@ -3,7 +3,8 @@ set-up with the message that names the fix.
 
 The values are read from the parameters cells' comments (`tests/offered.py`), so a value added to a comment without
 a run here fails `test_every_offered_value_is_run_somewhere`. Each value is run one of four ways:
-- by the session's run of the notebook (`SESSION`, the runs the other notebook tests read);
+- by the session's run of the notebook (`SESSION`, the runs the other notebook tests read), or the audiovisual
+  pair's nbmake run (`NBMAKE`);
 - by a run of its own here (`VARIATIONS`: one run takes a value of several parameters at once), whose files are
   decoded and checked against the settings those values give;
 - where it changes only the set-up (`SET_UP`), by the notebook's set-up cells, which must accept it;
@@ -26,6 +27,7 @@ from tests.action_checks import check_action_run
 from tests.conftest import SERVER_KEY
 from tests.dataset_checks import check_file
 from tests.notebook_checks import (
+    NBMAKE,
     QUICKSTART_TINY,
     SESSION,
     SMOKE,
@@ -58,8 +60,7 @@ _AUDIOVISUAL = [
     {"TIER": 480, "ASPECT_RATIO": "1:1", "SPEED": "turbo", "MODES": "t2i", "LONG_CHUNKS": 0},
     {"TIER": 720, "ASPECT_RATIO": "3:4", "SPEED": "low_vram", "MODES": "t2i", "LONG_CHUNKS": 0},
     {"TIER": 256, "ASPECT_RATIO": "9:16", "SPEED": "min_vram", "MODES": "fl2v", "LONG_CHUNKS": 0},
-    {"ASPECT_RATIO": "16:9", "LONG_CHUNKS": 0},  # the default modes: t2v, i2v, t2v_sound; no long video
-]
+]  # 16:9 and the default modes: the nbmake runs (`NBMAKE`)
 VARIATIONS: dict[str, list[dict[str, object]]] = {
     AV_DIFFUSERS: _AUDIOVISUAL,
     AV_VLLM: _AUDIOVISUAL,
@@ -103,7 +104,8 @@ REFUSED_HERE_IN: dict[str, dict[tuple[str, object], str]] = {
 
 def _run_values(name: str, defaults: dict[str, object]) -> set[tuple[str, object]]:
     """(parameter, value) of every run of `name`; a run's MODES also runs each mode it lists ("all": every one)."""
-    runs = [{**defaults, **SMOKE, **SESSION[name]}, *({**defaults, **SMOKE, **v} for v in VARIATIONS[name])]
+    own = [SESSION[name], *([NBMAKE[name]] if name in NBMAKE else []), *VARIATIONS[name]]
+    runs = [{**defaults, **SMOKE, **v} for v in own]
     ran = {(parameter, value) for run in runs for parameter, value in run.items()}
     for run in runs:
         modes = str(run.get("MODES", ""))

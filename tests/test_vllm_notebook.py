@@ -20,7 +20,17 @@ from helpers import audiovisual_settings, media
 from helpers.assets import notebook_path
 from helpers.runs import MANIFEST_NAME
 from tests.conftest import SERVER_KEY
-from tests.notebook_checks import ALL_MODES, SMOKE, check_run, mean_frame_difference, printed, run_nbmake, sections
+from tests.notebook_checks import (
+    ALL_MODES,
+    NBMAKE,
+    SMOKE,
+    check_nbmake_run,
+    check_run,
+    mean_frame_difference,
+    printed,
+    run_nbmake,
+    sections,
+)
 
 NAME = "run_with_vllm_omni.ipynb"
 TWIN = "run_with_diffusers.ipynb"
@@ -149,10 +159,9 @@ def test_several_clients_at_once_are_all_served(vllm_run: tuple[Path, dict]) -> 
 
 def test_nbmake_runs_a_parameterized_copy(tmp_path: Path, _isolated_cache: Path) -> None:
     # BASE_URL="auto": the copy starts (and stops) the real server itself, as a reader's "Run All" does.
-    params = {**SMOKE, "BASE_URL": "auto", "MODES": "t2v,t2v_sound", "OUTPUT_DIR": str(tmp_path / "media")}
-    run_nbmake(NAME, params, tmp_path, timeout_s=300)
-    runs = list((tmp_path / "media").glob("vllm_omni-*"))
-    assert len(runs) == 1 and media.probe(runs[0] / "t2v_sound.mp4").has_audio
+    media_dir = tmp_path / "media"
+    run_nbmake(NAME, {**SMOKE, **NBMAKE[NAME], "BASE_URL": "auto", "OUTPUT_DIR": str(media_dir)}, tmp_path, 300)
+    check_nbmake_run(NAME, media_dir)
 
 
 # The request once more, as a reader would send it after pasting the two cells: a settings object of their own, sound.

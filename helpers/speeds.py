@@ -83,10 +83,34 @@ SPEEDS: dict[str, Speed] = {
         ),
         Speed(
             "fp8",
-            "FP8 matrix products and FP8 attention on the generation pathway (Hopper GPUs): faster for long videos, "
-            "the output changes",
+            "FP8 matrix products on the generation pathway, attention in bf16 (FlashAttention-3), as NVIDIA's own "
+            "FP8 runs it (Hopper GPUs): faster for long videos, the output changes a little",
             exact=False,
             audiovisual=None,  # the published FP8 route there is MODEL="...@fp8"
+            action=None,
+            transfer=None,
+            dataset=None,
+            tuning=("fp8_linears", "compile", *_EXACT_PATCHES, "flash_attention_3", "cuda_graphs"),
+            server=None,
+        ),
+        Speed(
+            "fp8_turbo",
+            "fp8 plus SeaCache as NVIDIA's inference command sets it (threshold 0.35, no cap on steps skipped in a "
+            "row): NVIDIA's fastest published configuration, the output changes",
+            exact=False,
+            audiovisual=None,
+            action=None,
+            transfer=None,
+            dataset=None,
+            tuning=("fp8_linears", "compile", *_EXACT_PATCHES, "flash_attention_3", "nvidia_sea_cache"),
+            server=None,
+        ),
+        Speed(
+            "fp8_attention",
+            "fp8 with the attention in FP8 too (FlashAttention-3's FP8 kernel): quicker than fp8, the output changes "
+            "more (about a third of a seed's effect on random weights)",
+            exact=False,
+            audiovisual=None,
             action=None,
             transfer=None,
             dataset=None,

@@ -78,6 +78,9 @@ def test_the_pipeline_and_its_layers_have_what_the_switches_use(tiny_pipe) -> No
     from diffusers.hooks import HookRegistry
 
     pipe, _ = tiny_pipe
+    assert callable(getattr(pipe.transformer, "_run_decoder_stack", None)), _gone(
+        "Cosmos3OmniTransformer._run_decoder_stack", "count_decoder_passes (the step cache's count, speed.py)"
+    )
     assert callable(getattr(pipe, "_encode_video", None)), _gone(
         "Cosmos3OmniPipeline._encode_video", "zero_encode_cache"
     )

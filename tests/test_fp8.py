@@ -1,7 +1,8 @@
-"""The tuning package's FP8 switches (`fp8_linears`, `fp8_attention`). On a CPU: which layers they take, the
-per-head quantisation the attention kernel is given, their refusals and skips. On a Hopper GPU (skipped elsewhere):
-the FP8 kernels against bf16 on random data. Their speed and their effect on a whole video are
-support/benchmarks/fp8_benchmark.py's, measured on one H200."""
+"""The tuning package's FP8 switches (`fp8_linears`, `fp8_attention`) and bf16 FlashAttention-3
+(`flash_attention_3`). On a CPU: which layers they take, the per-head quantisation the attention kernel is given,
+their refusals and skips. On a Hopper GPU (skipped elsewhere): the kernels against bf16 on random data. Their speed
+and their effect on a whole video are measured on one GPU by support/benchmarks/fp8_benchmark.py and
+support/benchmarks/speed_table.py."""
 
 from __future__ import annotations
 
@@ -43,12 +44,18 @@ def test_per_head_scales_keep_each_head_within_float8_precision():
     assert float(quantized.float().abs().max()) <= fp8.E4M3_MAX
 
 
-def test_off_a_gpu_both_switches_are_skipped_with_the_reason_and_the_rest_of_fp8_applies():
+@pytest.mark.parametrize(
+    ("value", "attention"),
+    [("fp8", "flash_attention_3"), ("fp8_turbo", "flash_attention_3"), ("fp8_attention", "fp8_attention")],
+)
+def test_off_a_gpu_the_fp8_switches_are_skipped_with_the_reason_and_the_rest_applies(value: str, attention: str):
     pipe = load_pipeline("tiny", device="cpu")[0]
     assert "CUDA GPU" in fp8.linears_unavailable_reason(torch.device("cpu"))
     assert "CUDA GPU" in fp8.attention_unavailable_reason(torch.device("cpu"))
-    on = pipelines.apply(pipe, speeds.switches("fp8", "tuning"))
-    assert {"fp8_linears", "fp8_attention"} <= set(pipelines.skipped(pipe))
+    switches = speeds.switches(value, "tuning")
+    on = pipelines.apply(pipe, switches)
+    graphs = {"cuda_graphs"} & set(switches)  # CUDA only, and never beside a step cache
+    assert set(pipelines.skipped(pipe)) == {"fp8_linears", attention, *graphs}
     assert "compile" in on and "text_kv_cache" in on
 
 
@@ -57,6 +64,9 @@ def test_off_a_gpu_both_switches_are_skipped_with_the_reason_and_the_rest_of_fp8
     [
         (["fp8_storage", "fp8_linears"], "'fp8_storage' and 'fp8_linears' cannot be combined"),
         (["flash_attention", "fp8_attention"], "'flash_attention' and 'fp8_attention' cannot be combined"),
+        (["flash_attention", "flash_attention_3"], "'flash_attention' and 'flash_attention_3' cannot be combined"),
+        (["flash_attention_3", "fp8_attention"], "'flash_attention_3' and 'fp8_attention' cannot be combined"),
+        (["sea_cache", "nvidia_sea_cache"], "'sea_cache' and 'nvidia_sea_cache' cannot be combined"),
     ],
 )
 def test_switches_that_replace_the_same_thing_are_refused_together(names, message):
@@ -77,6 +87,21 @@ def test_fp8_attention_is_close_to_bf16_attention_on_a_hopper_gpu():
     ).transpose(1, 2)
     error = float((got.float() - want.float()).norm() / want.float().norm())
     assert got.dtype == torch.bfloat16 and error < 0.05, error
+
+
+@hopper
+def test_flash_attention_3_is_bf16_attention_on_a_hopper_gpu():
+    from tuning import flash_attention_3
+
+    torch.manual_seed(0)
+    q = torch.randn(1, 4096, 32, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(1, 4608, 8, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    got = flash_attention_3.attention_op()(q, k, v, False, None)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), enable_gqa=True
+    ).transpose(1, 2)
+    error = float((got.float() - want.float()).norm() / want.float().norm())
+    assert got.dtype == torch.bfloat16 and error < 0.01, error
 
 
 @hopper

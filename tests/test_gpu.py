@@ -178,11 +178,11 @@ _DIFFUSERS_SPEEDS = [
 @pytest.mark.notebook
 @pytest.mark.parametrize(("name", "speed"), _DIFFUSERS_SPEEDS)
 def test_every_speed_of_each_diffusers_notebook_runs_on_cuda(name: str, speed: str, tmp_path: Path) -> None:
-    """The values CPU CI runs on the CPU, on a GPU, where their GPU switches act: `fp8`'s on Hopper."""
+    """The values CPU CI runs on the CPU, on a GPU, where their GPU switches act: the FP8 values' on Hopper."""
     from tuning import fp8
 
     _require_cuda()
-    if speed == "fp8" and (reason := fp8.attention_unavailable_reason(torch.device("cuda"))):
+    if speed.startswith("fp8") and (reason := fp8.attention_unavailable_reason(torch.device("cuda"))):
         _unavailable(reason)
     parameters = {"MODEL": "tiny", "PRESET": "smoke", "SPEED": speed, "SEED": SEED, "DEVICE": "cuda"}
     parameters |= {"PROGRESS": False, "OUTPUT_DIR": str(tmp_path / "media")}
@@ -194,9 +194,12 @@ def test_every_speed_of_each_diffusers_notebook_runs_on_cuda(name: str, speed: s
     assert info["speed"] == speed and info["device"].startswith("cuda")
     if name == notebooks.TUNING:
         check_tuning_run(notebooks.run_folder_from(executed), info["timings"], ["t2v"], "smoke", SEED, speed)
-        if speed == "fp8":  # on Hopper both FP8 switches act
-            out = printed(executed)
-            assert "products in FP8" in out and "FlashAttention-3 FP8 for the generation tokens" in out, out
+        out = printed(executed)
+        if speed.startswith("fp8"):  # on Hopper the FP8 switches and FlashAttention-3 act
+            kernel = "FlashAttention-3 FP8" if speed == "fp8_attention" else "bf16 FlashAttention-3 in use"
+            assert "products in FP8" in out and kernel in out, out
+        if speed.endswith("turbo"):  # the step cache says how many passes it computed
+            assert "of 4" in str(info["timings"][0]["decoder passes"]), info["timings"]
 
 
 def test_flash_attention_kernel_matches_pytorch_attention() -> None:

@@ -68,6 +68,8 @@ VARIATIONS: dict[str, list[dict[str, object]]] = {
         {"SPEED": "none", "PRESET": "draft", "MODES": "t2i"},
         {"SPEED": "turbo", "TIER": 256, "MODES": "t2v"},
         {"SPEED": "fp8", "TIER": 480, "MODES": "t2i"},
+        {"SPEED": "fp8_turbo", "MODES": "t2v"},
+        {"SPEED": "fp8_attention", "TIER": 256, "MODES": "t2i"},
         {"SPEED": "low_vram", "TIER": 720, "MODES": "t2i"},
         {"SPEED": "min_vram", "MODES": "t2i"},
     ],
@@ -213,8 +215,10 @@ def test_each_variation_runs_the_notebook_to_its_end(request, name: str, variati
         modes = str(variation["MODES"]).split(",")
         speed = str(variation["SPEED"])
         check_tuning_run(run_dir, info["timings"], modes, preset, 0, speed, tier=int(variation.get("TIER", 0)))
-        if speed == "fp8":  # GPU-only switches say what they skip, and the notebook goes on
+        if speed.startswith("fp8"):  # GPU-only switches say what they skip, and the notebook goes on
             assert "fp8_linears: " in printed(executed) and "needs a CUDA GPU" in printed(executed)
+        if speed == "fp8_turbo":  # the step cache's count in the run's table: at 2 steps it computes both, each twice
+            assert [row["decoder passes"] for row in info["timings"]] == ["4 of 4"], info["timings"]
     elif name in notebooks.ACTION_PAIR:
         check_action_run(run_dir, preset, 0, int(variation["ROLLOUT_CHUNKS"]))
     elif name in notebooks.DATASET_PAIR:  # one image at the draft preset (the spec's own, or PRESET's)

@@ -38,7 +38,8 @@ def test_every_speed_names_known_switches_in_the_order_they_apply_and_a_bad_spee
         names = speeds.switches(name, "tuning")
         assert names == tuple(s for s in pipelines.SWITCHES if s in names)
     with pytest.raises(
-        InvalidSettingError, match="SPEED='warp'.*'none', 'fast', 'turbo', 'fp8', 'low_vram', 'min_vram'"
+        InvalidSettingError,
+        match="SPEED='warp'.*'none', 'fast', 'turbo', 'fp8', 'fp8_turbo', 'fp8_attention', 'low_vram', 'min_vram'",
     ):
         speeds.switches("warp", "tuning")
 
@@ -229,6 +230,31 @@ def test_cuda_graphs_and_step_caching_are_refused_together():
         pipelines.apply(pipe, ["sea_cache"])
     with pytest.raises(InvalidSettingError, match="Drop one of them"):
         pipelines.apply(_fresh_pipe(), ["text_kv_cache", "cuda_graphs", "sea_cache"])
+
+
+@pytest.mark.parametrize("cache", ["sea_cache", "nvidia_sea_cache"])
+def test_the_pass_count_sees_the_steps_a_cache_skips_and_every_pass_without_one(cache: str):
+    cached, plain = _fresh_pipe(), _fresh_pipe()
+    pipelines.apply(cached, ["compile", "text_kv_cache", cache])  # turbo's and fp8_turbo's cache, compiled
+    every = speed.count_decoder_passes(plain)
+    for steps in (2, 12):
+        _generate(plain, "t2v", steps=steps)
+        _generate(cached, "t2v", steps=steps)
+    passes = speed.count_decoder_passes(cached)  # the counter the cache switch installed
+    assert (every.calls, every.computed) == (28, 28)  # two guidance passes a step, 2 + 12 steps
+    # The first and last steps are always computed; over 12 steps the cache answers some passes itself.
+    assert passes.calls == 28 and 8 <= passes.computed < 28, str(passes)
+    passes.reset()
+    assert str(passes) == "0 of 0"
+
+
+def test_the_pass_count_refuses_a_cache_already_on():
+    from diffusers import SeaCacheConfig
+
+    pipe = _fresh_pipe()
+    pipe.transformer.enable_cache(SeaCacheConfig())
+    with pytest.raises(InvalidSettingError, match="comes before the step cache"):
+        speed.count_decoder_passes(pipe)
 
 
 def test_cuda_graphs_need_the_text_cache_and_a_cuda_gpu():

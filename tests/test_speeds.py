@@ -44,6 +44,8 @@ def test_a_name_means_one_thing_each_column_uses_what_its_notebook_may_and_the_o
             assert set(s.switches(column) or ()) <= PUBLIC_SWITCHES, (s.name, column)
         tuning = s.tuning or ()
         assert tuning == pipelines.check(tuning), f"{s.name}: the tuning switches in the order they apply"
+        for pair, _ in pipelines.EXCLUSIVE:  # a value never holds switches that cannot compose
+            assert not pair <= set(tuning), (s.name, pair)
         # The promise holds in every notebook: an exact value turns on no switch that changes the output.
         changing = set(pipelines.SWITCHES) - pipelines.EXACT_SWITCHES
         assert not s.exact or not (set(tuning) | set(s.audiovisual or ())) & changing, s.name

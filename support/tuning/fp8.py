@@ -21,13 +21,13 @@ import functools
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
+from tuning import flash_attention_3
 from tuning.flash_attention import LargeCallsProcessor
 
 if TYPE_CHECKING:
     import torch
 
 INSTALL_TORCHAO = 'pip install "torchao==0.18.0"'
-INSTALL_FA3 = 'pip install "fa3-fwd==0.0.3"'
 # The generation pathway's linear layers, by their name inside a decoder layer.
 GENERATION_LINEARS = frozenset(
     {
@@ -64,14 +64,7 @@ def linears_unavailable_reason(device: torch.device) -> str | None:
 
 def attention_unavailable_reason(device: torch.device) -> str | None:
     """None when FlashAttention-3's FP8 kernel can run on `device` (Hopper only); otherwise why not."""
-    capability = _capability(device)
-    if capability is None:
-        return f"FlashAttention-3 needs a CUDA GPU; the model runs on {device.type}"
-    if capability[0] != 9:
-        return f"FlashAttention-3 runs on Hopper GPUs (compute capability 9.x), not {capability[0]}.{capability[1]}"
-    if importlib.util.find_spec("fa3_fwd_interface") is None:
-        return f"the fa3-fwd package is not installed; install it with `{INSTALL_FA3}`"
-    return None
+    return flash_attention_3.unavailable_reason(device)
 
 
 def _is_generation_linear(module: Any, name: str) -> bool:

@@ -5,8 +5,9 @@
 the speed and memory switches of `tuning.speed` on by name, as make_it_fast_with_diffusers.ipynb's cells do one by
 one. Applying the same names again does nothing; `applied` and
 `skipped` say what is on and what this machine cannot run (`cuda_graphs` is skipped off CUDA, `flash_attention`
-where FlashAttention-4 cannot run and `fp8_attention` off Hopper, and PyTorch's attention stays; `fp8_linears` where
-FP8 matrix products cannot run, and bf16 stays).
+where FlashAttention-4 cannot run and `flash_attention_3` and `fp8_attention` off Hopper, and PyTorch's attention
+stays; `fp8_linears` where FP8 matrix products cannot run, and bf16 stays). `EXCLUSIVE` lists the switches that
+cannot be on together, and why.
 
 | switch | what it does | output |
 |---|---|---|
@@ -18,9 +19,11 @@ FP8 matrix products cannot run, and bf16 stays).
 | `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
 | `first_frame_2d` | the VAE's convolutions in 2-D for a clip's first frame (all of an image) | same up to noise |
 | `flash_attention` | FlashAttention-4 on Hopper/Blackwell GPUs (`tuning.flash_attention`) | same up to noise |
+| `flash_attention_3` | bf16 FlashAttention-3 on Hopper GPUs, the attention NVIDIA's FP8 runs | same up to noise |
 | `fp8_attention` | FlashAttention-3's FP8 kernel for the generation tokens' attention (Hopper) | changes |
 | `cuda_graphs` | an image's whole transformer call replayed as a CUDA graph, kept across images (CUDA only) | same |
-| `sea_cache` | diffusers' SeaCache: reuses the decoder-stack residual on steps where little changes | changes |
+| `sea_cache` | diffusers' SeaCache: reuses the decoder stack's residual on steps where little changes | changes |
+| `nvidia_sea_cache` | SeaCache as NVIDIA's inference command sets it (threshold 0.35, no cap on skips) | changes |
 | `group_offload` | keeps transformer layers in CPU memory and streams them to the GPU one at a time | same |
 | `vae_tiling` | decodes the video in overlapping tiles | changes slightly |
 """
@@ -53,9 +56,11 @@ SWITCHES: tuple[str, ...] = (
     "zero_encode_cache",
     "first_frame_2d",
     "flash_attention",
+    "flash_attention_3",
     "fp8_attention",
     "cuda_graphs",
     "sea_cache",
+    "nvidia_sea_cache",
     "group_offload",
     "vae_tiling",
 )
@@ -71,15 +76,23 @@ EXACT_SWITCHES: frozenset[str] = frozenset(
         "zero_encode_cache",
         "first_frame_2d",
         "flash_attention",
+        "flash_attention_3",
         "group_offload",
     }
 )
-# Switches that cannot be on together, and why.
-_EXCLUSIVE: tuple[tuple[frozenset[str], str], ...] = (
-    (
-        frozenset({"cuda_graphs", "sea_cache"}),
-        "SeaCache decides on the CPU at every step whether to skip work, which a recorded CUDA graph cannot do.",
-    ),
+# SeaCache as NVIDIA's inference command sets it (NVIDIA/cosmos-framework's CLI turns it on by default): a larger
+# budget than diffusers' default of 0.25, and no cap on steps reused in a row (diffusers caps them at 2).
+NVIDIA_SEA_CACHE = {"threshold": 0.35, "max_consecutive_cached": 0}
+# Switches that cannot be on together, and why: no `SPEED` value holds such a pair (tests/test_speeds.py).
+_STEP_CACHE_AND_GRAPHS = (
+    "SeaCache decides on the CPU at every step whether to skip the decoder stack, which a recorded CUDA graph cannot "
+    "do; the graphs act on images only, so a SPEED with a step cache leaves them out."
+)
+_ONE_ATTENTION = "each sets the attention processor of every layer."
+EXCLUSIVE: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset({"cuda_graphs", "sea_cache"}), _STEP_CACHE_AND_GRAPHS),
+    (frozenset({"cuda_graphs", "nvidia_sea_cache"}), _STEP_CACHE_AND_GRAPHS),
+    (frozenset({"sea_cache", "nvidia_sea_cache"}), "both set the transformer's one step cache."),
     (
         frozenset({"fp8_storage", "compile"}),
         "diffusers' layerwise casting makes new parameters inside each forward, which torch.compile(fullgraph=True) "
@@ -89,10 +102,9 @@ _EXCLUSIVE: tuple[tuple[frozenset[str], str], ...] = (
         frozenset({"fp8_storage", "fp8_linears"}),
         "both replace the transformer's weights with float8 ones, one for memory and one for speed.",
     ),
-    (
-        frozenset({"flash_attention", "fp8_attention"}),
-        "each sets the attention processor of every layer.",
-    ),
+    (frozenset({"flash_attention", "flash_attention_3"}), _ONE_ATTENTION),
+    (frozenset({"flash_attention", "fp8_attention"}), _ONE_ATTENTION),
+    (frozenset({"flash_attention_3", "fp8_attention"}), _ONE_ATTENTION),
 )
 _APPLIED_ATTR = "_cookbook_speedups"
 _SKIPPED_ATTR = "_cookbook_skipped_speedups"
@@ -132,7 +144,7 @@ def apply(
     names = check(names)
     done, passed = applied(pipe), skipped(pipe)
     every = {*names, *done, *passed}
-    for pair, why in _EXCLUSIVE:
+    for pair, why in EXCLUSIVE:
         if pair <= every:
             first, second = sorted(pair, key=SWITCHES.index)
             raise InvalidSettingError(f"{first!r} and {second!r} cannot be combined: {why} Drop one of them.")
@@ -195,10 +207,11 @@ def _group_offload(pipe: Cosmos3OmniPipeline, device: torch.device) -> None:
     )
 
 
-def _sea_cache(pipe: Cosmos3OmniPipeline) -> None:
+def _sea_cache(pipe: Cosmos3OmniPipeline, **settings: float) -> None:
     from diffusers import SeaCacheConfig
 
-    pipe.transformer.enable_cache(SeaCacheConfig())
+    patches.count_decoder_passes(pipe)  # before the cache, which then calls the counted stack on the passes it computes
+    pipe.transformer.enable_cache(SeaCacheConfig(**settings))
 
 
 # What `apply` runs for each switch (a False result means skipped on this machine).
@@ -212,8 +225,10 @@ _APPLY = {
     "first_frame_2d": lambda pipe, names, device: patches.decode_first_frame_in_2d(pipe),
     "flash_attention": lambda pipe, names, device: patches.use_flash_attention(pipe, device) is None,
     "fp8_linears": lambda pipe, names, device: patches.use_fp8_linears(pipe, device) is None,
+    "flash_attention_3": lambda pipe, names, device: patches.use_flash_attention_3(pipe, device) is None,
     "fp8_attention": lambda pipe, names, device: patches.use_fp8_attention(pipe, device) is None,
     "sea_cache": lambda pipe, names, device: _sea_cache(pipe),
+    "nvidia_sea_cache": lambda pipe, names, device: _sea_cache(pipe, **NVIDIA_SEA_CACHE),
     "group_offload": lambda pipe, names, device: _group_offload(pipe, device),
     "vae_tiling": lambda pipe, names, device: pipe.vae.enable_tiling(),
 }

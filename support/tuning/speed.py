@@ -351,6 +351,67 @@ def use_fp8_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None = N
     return None
 
 
+def use_flash_attention_3(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:
+    """`flash_attention_3`: bf16 FlashAttention-3 for every large attention call (returns None); where it cannot run,
+    PyTorch's attention stays and the reason is returned (warned on a CUDA GPU)."""
+    from tuning import flash_attention_3
+
+    device = device or device_of(pipe)
+    reason = flash_attention_3.unavailable_reason(device)
+    if reason is not None:
+        if device.type == "cuda":
+            warnings.warn(f"Speed switch 'flash_attention_3' skipped: {reason}.", stacklevel=2)
+        return reason
+    flash_attention_3.use_for(pipe)
+    return None
+
+
+class DecoderPasses:
+    """A pipeline's transformer calls (one per guidance pass of each step: 70 for 35 steps with guidance) and how many
+    of them ran the decoder stack; a step cache answers the others from a residual it keeps. `reset` before a
+    generation, read after it: printed, it is "computed of calls"."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.computed = 0
+
+    def reset(self) -> None:
+        self.calls = self.computed = 0
+
+    def __str__(self) -> str:
+        return f"{self.computed} of {self.calls}"
+
+
+_PASSES_ATTR = "_cookbook_decoder_passes"
+
+
+def count_decoder_passes(pipe: Cosmos3OmniPipeline) -> DecoderPasses:
+    """Counts the passes of `pipe`'s transformer and those that computed its decoder stack (the same counter on a
+    second call). Call it before turning a step cache on: SeaCache keeps the decoder stack it finds and calls it only
+    on the passes it computes, so the count sits inside the cache."""
+    transformer = pipe.transformer
+    if (passes := getattr(transformer, _PASSES_ATTR, None)) is not None:
+        return passes
+    if transformer.is_cache_enabled:
+        raise InvalidSettingError(
+            "count_decoder_passes comes before the step cache: call it, then pipe.transformer.enable_cache(...)."
+        )
+    passes = DecoderPasses()
+    run_decoder_stack = transformer._run_decoder_stack
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        passes.computed += 1
+        return run_decoder_stack(*args, **kwargs)
+
+    def called(module: Any, args: Any) -> None:
+        passes.calls += 1
+
+    transformer._run_decoder_stack = counted
+    transformer.register_forward_pre_hook(called)
+    setattr(transformer, _PASSES_ATTR, passes)
+    return passes
+
+
 def use_flash_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:
     """`flash_attention`: FlashAttention-4 for every attention call (returns None); where it cannot run, PyTorch's
     attention stays and the reason is returned (and, on a CUDA GPU, where it is worth installing, warned)."""

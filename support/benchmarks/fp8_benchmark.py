@@ -91,18 +91,18 @@ def video_and_images(args, save, parts: set[str]) -> None:
     row, video = _timed(pipe, clock, args, "t2v", args.tier, n, label="fp8_linears alone, eager")
     _levels(row, video, reference)
     save(row)
-    apply(pipe, speeds.switches("fp8", "tuning"))
+    apply(pipe, speeds.switches("fp8_attention", "tuning"))
     started = time.perf_counter()
     gpu_benchmark.generate(pipe, clock, "t2v", args.tier, args.frames, 2, 2)  # compiles for this size
     compile_s = round(time.perf_counter() - started, 1)
-    row, video = _timed(pipe, clock, args, "t2v", args.tier, n, label='SPEED="fp8", compiled')
+    row, video = _timed(pipe, clock, args, "t2v", args.tier, n, label='SPEED="fp8_attention", compiled')
     _levels(row, video, reference)
     row["first_call_2_steps_s"] = compile_s
     save(row)
     if "images" in parts:
         for tier in IMAGE_TIERS:
             gpu_benchmark.generate(pipe, clock, "t2i", tier, None, 2, 2)  # compiles and records for this size
-            row, image = _timed(pipe, clock, args, "t2i", tier, 50, label='SPEED="fp8", compiled')
+            row, image = _timed(pipe, clock, args, "t2i", tier, 50, label='SPEED="fp8_attention", compiled')
             _levels(row, image, references[tier])
             save(row)
 
@@ -110,11 +110,11 @@ def video_and_images(args, save, parts: set[str]) -> None:
 def full_run(args, save) -> None:
     pipe = gpu_benchmark.build_pipeline(args.arch, args.device)
     clock = gpu_benchmark.StepClock(pipe)
-    apply(pipe, speeds.switches("fp8", "tuning"))
+    apply(pipe, speeds.switches("fp8_attention", "tuning"))
     started = time.perf_counter()
     gpu_benchmark.generate(pipe, clock, "t2v", args.tier, args.frames, 2, 2)
     compile_s = round(time.perf_counter() - started, 1)
-    row, _ = _timed(pipe, clock, args, "t2v", args.tier, args.steps, label='SPEED="fp8", compiled, every step')
+    row, _ = _timed(pipe, clock, args, "t2v", args.tier, args.steps, label='SPEED="fp8_attention", compiled, every step')
     row.update(first_call_2_steps_s=compile_s, **PUBLISHED_720P if args.tier == "720p" else {})
     save(row)
 

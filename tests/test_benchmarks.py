@@ -120,3 +120,18 @@ def test_image_steps_reports_each_tiers_step_time(tmp_path: Path) -> None:
     assert [r["tier"] for r in rows] == ["256p", "480p"]
     # No CUDA graphs here: the graph and host-wait fields appear only on a GPU.
     assert all(r["step_wall_ms"] > 0 and "cond_graph_ms" not in r for r in rows)
+
+
+def test_speed_table_compares_each_row_with_the_saved_reference_and_a_seed_for_scale(tmp_path: Path) -> None:
+    out, reference = tmp_path / "table.json", tmp_path / "reference.safetensors"
+    rows = "none,fp8_turbo,none:seed=1"
+    _run(
+        ["support/benchmarks/speed_table.py", "--arch", "tiny", "--device", "cpu", "--tier", "256", "--frames", "9"]
+        + ["--steps", "3", "--rows", rows, "--reference", str(reference), "--out", str(out)]
+    )
+    none, turbo, seed = json.loads(out.read_text())["rows"]
+    assert reference.stat().st_size > 0 and none["mean_abs_levels"] == 0
+    # fp8_turbo on a CPU: compiled with the text cache, its FP8 and FlashAttention-3 skipped, no step skipped in 3.
+    assert turbo["skipped"] == ["fp8_linears", "flash_attention_3"] and turbo["decoder_passes"] == "6 of 6"
+    assert turbo["mean_abs_levels"] < 1 < 10 < seed["mean_abs_levels"], (turbo, seed)  # the reference, decoded again
+    assert all(r["end_to_end_s"] >= r["sampling_s"] > 0 and r["first_call_s"] > 0 for r in (none, turbo, seed))

@@ -64,6 +64,15 @@ def test_the_readme_shows_the_one_table_as_the_code_has_it() -> None:
     assert "\n".join(lines) in (repo_root() / "README.md").read_text()
 
 
+def test_the_performance_doc_lists_every_pair_of_switches_that_cannot_compose_with_its_reason() -> None:
+    from helpers.assets import repo_root
+
+    text = (repo_root() / "docs" / "performance.md").read_text()
+    for pair, why in pipelines.EXCLUSIVE:
+        first, second = sorted(pair, key=pipelines.SWITCHES.index)
+        assert f"| `{first}` | `{second}` | {why} |" in text, (first, second)
+
+
 def test_a_value_a_notebook_does_not_take_is_refused_with_the_ones_it_takes_and_where_it_is_offered() -> None:
     with pytest.raises(
         InvalidSettingError, match=r"SPEED='fp8' .* Allowed: 'none', 'fast'\. 'fp8' is offered by the tuning"

@@ -162,7 +162,8 @@ def run_row(args: argparse.Namespace, row: Row) -> dict[str, Any]:
         "speed": row.speed,
         "switches": list(pipelines.applied(pipe)),
         "skipped": list(pipelines.skipped(pipe)),
-        "cache": row.settings.get("threshold") or ("nvidia" if "nvidia_sea_cache" in switches else None),
+        "cache": row.settings.get("threshold")
+        or ("nvidia" if "nvidia_sea_cache" in switches else "diffusers" if "sea_cache" in switches else None),
         "seed": s.seed,
         "size": s.size,
         "frames": s.num_frames,

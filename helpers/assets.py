@@ -7,7 +7,7 @@ from pathlib import Path
 from helpers.errors import MediaError
 
 GENERATOR_DIR = Path("cookbooks") / "cosmos3" / "generator"
-FAMILIES = ("audiovisual", "action", "transfer", "dataset")
+FAMILIES = ("audiovisual", "action", "transfer", "dataset", "post_training")
 
 
 def repo_root() -> Path:

@@ -2,8 +2,8 @@
 
 A value means one thing everywhere (its promise, and whether the output stays the same); how a notebook keeps that
 promise depends on what the notebook may use:
-- the main Diffusers notebooks of each family (`audiovisual`, `action`, `transfer`, `dataset`): diffusers' own public
-  switches, one line each in the notebook;
+- the main Diffusers notebooks of each family (`audiovisual`, `action`, `transfer`, `dataset`, `post_training`):
+  diffusers' own public switches, one line each in the notebook;
 - the tuning notebook (`tuning`, make_it_fast_with_diffusers.ipynb): the cookbook's own switches as well, applied by
   the `tuning` package (`tuning.speed` names each one);
 - a vLLM-Omni server a notebook starts (`server`): `vllm serve` flags. A family's vLLM-Omni notebook takes the
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from helpers.errors import InvalidSettingError, allowed
 
-NOTEBOOKS: tuple[str, ...] = ("audiovisual", "action", "transfer", "dataset", "tuning")
+NOTEBOOKS: tuple[str, ...] = ("audiovisual", "action", "transfer", "dataset", "post_training", "tuning")
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class Speed:
     action: tuple[str, ...] | None
     transfer: tuple[str, ...] | None
     dataset: tuple[str, ...] | None
+    post_training: tuple[str, ...] | None
     tuning: tuple[str, ...] | None
     server: tuple[str, ...] | None
 
@@ -55,6 +56,7 @@ SPEEDS: dict[str, Speed] = {
             action=(),
             transfer=(),
             dataset=(),
+            post_training=(),
             tuning=(),
             server=("--enforce-eager",),
         ),
@@ -66,6 +68,7 @@ SPEEDS: dict[str, Speed] = {
             action=("compile",),
             transfer=("compile",),
             dataset=("compile",),
+            post_training=("compile",),
             tuning=("compile", *_EXACT_PATCHES, "flash_attention", "cuda_graphs"),
             server=(),  # vLLM-Omni compiles unless told --enforce-eager
         ),
@@ -78,6 +81,7 @@ SPEEDS: dict[str, Speed] = {
             action=None,  # not measured on action tasks
             transfer=None,
             dataset=("compile", "sea_cache"),
+            post_training=None,  # a step cache is for sampling; a training step runs the whole model
             tuning=("compile", *_EXACT_PATCHES, "flash_attention", "sea_cache"),
             server=("--cache-backend", "sea_cache"),
         ),
@@ -90,6 +94,7 @@ SPEEDS: dict[str, Speed] = {
             action=None,
             transfer=None,
             dataset=None,
+            post_training=None,
             tuning=("fp8_linears", "compile", *_EXACT_PATCHES, "flash_attention_3", "cuda_graphs"),
             server=None,
         ),
@@ -102,6 +107,7 @@ SPEEDS: dict[str, Speed] = {
             action=None,
             transfer=None,
             dataset=None,
+            post_training=None,
             tuning=("fp8_linears", "compile", *_EXACT_PATCHES, "flash_attention_3", "nvidia_sea_cache"),
             server=None,
         ),
@@ -114,6 +120,7 @@ SPEEDS: dict[str, Speed] = {
             action=None,
             transfer=None,
             dataset=None,
+            post_training=None,
             tuning=("fp8_linears", "compile", *_EXACT_PATCHES, "fp8_attention", "cuda_graphs"),
             server=None,
         ),
@@ -127,6 +134,7 @@ SPEEDS: dict[str, Speed] = {
             action=None,
             transfer=None,
             dataset=None,  # a dataset is made for throughput; memory is the audiovisual notebooks' lesson
+            post_training=None,
             tuning=("fp8_storage", "text_tower_offload", "text_kv_cache", "zero_encode_cache", "vae_tiling"),
             server=("--quantization", "fp8", "--vae-use-tiling"),
         ),
@@ -139,6 +147,7 @@ SPEEDS: dict[str, Speed] = {
             action=None,
             transfer=None,
             dataset=None,
+            post_training=None,
             tuning=("fp8_storage", "group_offload", "vae_tiling"),
             server=("--quantization", "fp8", "--enable-layerwise-offload", "--vae-use-tiling"),
         ),

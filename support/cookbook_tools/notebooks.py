@@ -15,13 +15,14 @@ from helpers.errors import InvalidSettingError
 from helpers.runs import MANIFEST_NAME
 
 # The audiovisual pair, which teaches the calls, and its tuning notebook, which times the cookbook's speed patches
-# (bare names: the audiovisual family); then the action, transfer and dataset pairs.
+# (bare names: the audiovisual family); then the action, transfer, dataset and post-training pairs.
 PAIR = ("run_with_diffusers.ipynb", "run_with_vllm_omni.ipynb")
 TUNING = "make_it_fast_with_diffusers.ipynb"
 ACTION_PAIR = ("action/run_with_diffusers.ipynb", "action/run_with_vllm_omni.ipynb")
 TRANSFER_PAIR = ("transfer/run_with_diffusers.ipynb", "transfer/run_with_vllm_omni.ipynb")
 DATASET_PAIR = ("dataset/run_with_diffusers.ipynb", "dataset/run_with_vllm_omni.ipynb")
-NOTEBOOKS = (*PAIR, TUNING, *ACTION_PAIR, *TRANSFER_PAIR, *DATASET_PAIR)
+POST_TRAINING_PAIR = ("post_training/run_with_diffusers.ipynb", "post_training/run_with_vllm_omni.ipynb")
+NOTEBOOKS = (*PAIR, TUNING, *ACTION_PAIR, *TRANSFER_PAIR, *DATASET_PAIR, *POST_TRAINING_PAIR)
 KERNEL = "python3"
 _RUN_NAME = re.compile(r"-(\d{8}-\d{6})-(\d+)$")
 

@@ -37,7 +37,9 @@ def main() -> None:
         name = row["file_name"].removesuffix(".mp4")
         source = GENERATOR / SOURCES[name]
         if media.probe(source).fps != row["fps"]:
-            raise SystemExit(f"{row['file_name']}: metadata.jsonl says {row['fps']} fps, its source has {media.probe(source).fps}")
+            raise SystemExit(
+                f"{row['file_name']}: metadata.jsonl says {row['fps']} fps, its source has {media.probe(source).fps}"
+            )
         fitted = [np.asarray(media.fit_frame(frame, *CANVAS)) for frame in media.load_video(source, max_frames=FRAMES)]
         write_mp4(fitted, CLIPS / row["file_name"], fps=row["fps"])
     print(f"wrote {len(rows)} clips to {CLIPS}")

@@ -61,11 +61,22 @@ def for_vllm_omni(adapter: str | os.PathLike[str], target: str | os.PathLike[str
         raise MediaError(f"{source} is not a PEFT adapter: it needs {WEIGHTS} and {CONFIG}.")
     weights = {vllm_omni_key(k): v for k, v in load_file(source / WEIGHTS).items()}
     config = json.loads((source / CONFIG).read_text())
-    config["target_modules"] = sorted({k.removesuffix(".lora_A.weight").rsplit(".", 1)[1] for k in weights if "lora_A" in k})
+    config["target_modules"] = sorted(
+        {k.removesuffix(".lora_A.weight").rsplit(".", 1)[1] for k in weights if "lora_A" in k}
+    )
     target.mkdir(parents=True, exist_ok=True)
     save_file(weights, target / WEIGHTS)
     (target / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True))
     return target
+
+
+def twin_run(output_dir: str | os.PathLike[str], adapter: str | os.PathLike[str]) -> Path | None:
+    """The newest run folder of run_with_diffusers.ipynb in `output_dir` that saved `adapter`, or None."""
+    folders = sorted(Path(output_dir).expanduser().glob("diffusers-*/manifest.json"), key=lambda p: p.stat().st_mtime)
+    for manifest in reversed(folders):
+        if json.loads(manifest.read_text())["info"].get("adapter") == str(Path(adapter).resolve()):
+            return manifest.parent
+    return None
 
 
 def write_card(folder: str | os.PathLike[str], **facts: Any) -> Path:

@@ -103,7 +103,9 @@ def settings_for(
     p = get_preset(PRESETS, preset)
     steps, rate, every = TRAINING[p.name]
     steps = _positive("training steps", steps if train_steps is None else train_steps, int, "TRAIN_STEPS")
-    rate = _positive("the optimizer's step size", rate if learning_rate is None else learning_rate, float, "LEARNING_RATE")
+    rate = _positive(
+        "the optimizer's step size", rate if learning_rate is None else learning_rate, float, "LEARNING_RATE"
+    )
     if not rate < 1:
         raise InvalidSettingError(f"LEARNING_RATE={rate} is not allowed: use a rate below 1 (a LoRA: about 1e-4).")
     every = _positive("training steps between saves", every if save_every is None else save_every, int, "SAVE_EVERY")
@@ -143,4 +145,3 @@ def describe() -> list[dict[str, Any]]:
             }
         )
     return rows
-

@@ -141,3 +141,20 @@ def dataset_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: Loca
     from tests.dataset_checks import killed_server_mid_job
 
     return killed_server_mid_job(tmp_path_factory.mktemp("dataset-vllm"), omni_server, SERVER_KEY)
+
+
+@pytest.fixture(scope="session")
+def post_training_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: LocalServer):
+    """The post-training vLLM-Omni notebook with ADAPTER="auto" in an empty OUTPUT_DIR: it runs its Diffusers twin to
+    train the adapter (the twin's unbroken run), then serves it on the session's server."""
+    from tests.post_training_checks import served_with_its_twin
+
+    return served_with_its_twin(tmp_path_factory.mktemp("post-training-vllm"), omni_server.base_url, SERVER_KEY)
+
+
+@pytest.fixture(scope="session")
+def post_training_resumed_run(tmp_path_factory: pytest.TempPathFactory, _isolated_cache: Path):
+    """The post-training Diffusers notebook killed at its first save, then run again under nbmake to the end."""
+    from tests.post_training_checks import killed_at_the_first_save_then_resumed
+
+    return killed_at_the_first_save_then_resumed(tmp_path_factory.mktemp("post-training-resumed"))

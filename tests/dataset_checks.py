@@ -80,12 +80,12 @@ def _kernels() -> list[int]:
     return found
 
 
-def _wait_for(condition, what: str, timeout_s: float = 600) -> None:
+def _wait_for(condition, what: str, timeout_s: float = 600, poll_s: float = 0.2) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+        time.sleep(poll_s)
 
 
 def _in_background(target) -> tuple[threading.Thread, list[BaseException]]:

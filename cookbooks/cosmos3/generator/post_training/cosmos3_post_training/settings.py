@@ -82,6 +82,11 @@ class TrainingSettings:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def fingerprint(self) -> dict[str, Any]:
+        """What a saved checkpoint must share with this fine-tune to go on from it: everything but how long it trains
+        and how often it saves (so a second run may train longer)."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("train_steps", "save_every")}
+
 
 def _positive(name: str, value: Any, kind: type, parameter: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, kind | int) or not value > 0:

@@ -21,7 +21,7 @@ from tests.notebook_checks import ReachedTheServer, media_files, printed, run_se
 AV_DIFFUSERS, AV_VLLM, TUNING = (*notebooks.PAIR, notebooks.TUNING)
 ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR
 TRANSFER_DIFFUSERS, TRANSFER_VLLM = notebooks.TRANSFER_PAIR
-VLLM = {AV_VLLM, ACTION_VLLM, TRANSFER_VLLM, notebooks.DATASET_PAIR[1]}
+VLLM = {AV_VLLM, ACTION_VLLM, TRANSFER_VLLM, notebooks.DATASET_PAIR[1], notebooks.POST_TRAINING_PAIR[1]}
 NOWHERE = "http://127.0.0.1:9"  # a vLLM-Omni set-up that got past its checks stops at the wait for this server
 
 

@@ -27,6 +27,8 @@ COLUMNS = {
     notebooks.TRANSFER_PAIR[1]: ("transfer", True),
     notebooks.DATASET_PAIR[0]: ("dataset", False),
     notebooks.DATASET_PAIR[1]: ("dataset", True),
+    notebooks.POST_TRAINING_PAIR[0]: ("post_training", False),
+    notebooks.POST_TRAINING_PAIR[1]: ("post_training", True),
 }
 # What the main notebooks may turn on: diffusers' own public switches, one line each in the notebook.
 PUBLIC_SWITCHES = {"compile", "sea_cache", "fp8_storage", "group_offload", "vae_tiling"}
@@ -40,7 +42,7 @@ def test_each_notebooks_speed_comment_lists_exactly_what_the_table_gives_it(name
 
 def test_a_name_means_one_thing_each_column_uses_what_its_notebook_may_and_the_order_it_applies() -> None:
     for s in speeds.SPEEDS.values():
-        for column in ("audiovisual", "action", "transfer", "dataset"):
+        for column in ("audiovisual", "action", "transfer", "dataset", "post_training"):
             assert set(s.switches(column) or ()) <= PUBLIC_SWITCHES, (s.name, column)
         tuning = s.tuning or ()
         assert tuning == pipelines.check(tuning), f"{s.name}: the tuning switches in the order they apply"

@@ -68,7 +68,7 @@ SPEEDS: dict[str, Speed] = {
             action=("compile",),
             transfer=("compile",),
             dataset=("compile",),
-            post_training=("compile",),
+            post_training=None,  # compiling a training step (LoRA, autograd, each caption length) is not measured
             tuning=("compile", *_EXACT_PATCHES, "flash_attention", "cuda_graphs"),
             server=(),  # vLLM-Omni compiles unless told --enforce-eager
         ),

@@ -53,6 +53,7 @@ SESSION = {
     notebooks.TUNING: {"SPEED": "fast"},
     **{name: {} for name in (*notebooks.ACTION_PAIR, *notebooks.TRANSFER_PAIR)},
     **{name: {"MAX_IN_FLIGHT": 2} if "vllm" in name else {} for name in notebooks.DATASET_PAIR},
+    **{name: {} for name in notebooks.POST_TRAINING_PAIR},  # tests/post_training_checks.py
 }
 
 # What the nbmake runs of the audiovisual pair set beyond `SMOKE`: a reader's first "Run All" (the default modes and

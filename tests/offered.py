@@ -1,6 +1,7 @@
 """What each notebook's parameters cell offers, read from its comments: `NAME: type = default  # ... a | b | c ...`
 offers a, b and c (a value's note in brackets after it, `published (NVIDIA's) | draft`), and the MODES line offers
-each mode it lists and "all". The default is offered too."""
+each mode it lists and "all". The default is offered too. A comment that opens with the default and a note in
+brackets and lists no other value, `none (why): ...`, offers the default alone."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ def offered(name: str) -> dict[str, list[object]]:
             values = [*modes.group(1).split(","), modes.group(2)]
         elif choices := _CHOICES.search(comment):
             values = [kind(re.sub(r"\s*\(.*", "", v).strip()) for v in choices.group(1).split("|")]
+        elif comment.startswith(f"{default} ("):
+            values = [default]
         if values:
             found[parameter] = [default, *(v for v in values if v != default)]
     return found

@@ -9,14 +9,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from cookbook_tools import notebooks
 from cosmos3_post_training import settings as training_settings
 from cosmos3_post_training import training
+from helpers import media
 from tests.dataset_checks import _in_background, _kernels, _wait_for
 from tests.notebook_checks import SMOKE, execute_smoke, run_nbmake
 
@@ -70,3 +74,23 @@ def killed_at_the_first_save_then_resumed(out: Path) -> TrainedRun:
     (out / "resumed").mkdir()
     executed = run_nbmake(POST_DIFFUSERS, {**SMOKE, "OUTPUT_DIR": str(media)}, out / "resumed")
     return TrainedRun(executed, media)
+
+
+def check_post_training_run(run_dir: Path, preset: str) -> dict[str, np.ndarray]:
+    """A run's comparison videos (and, from the Diffusers notebook, the reloaded adapter's and the loss curve), each
+    an H.264 video of the preset's size, length and rate; returns their frames."""
+    s = training_settings.settings_for(preset)
+    names = [o["mode"] for o in json.loads((run_dir / "manifest.json").read_text())["outputs"] if o["kind"] == "video"]
+    assert set(VIDEOS) <= set(names), names
+    found = {}
+    for name in names:
+        info = media.probe(run_dir / f"{name}.mp4")
+        assert (info.codec, info.width, info.height, info.num_frames, info.fps) == (
+            "h264",
+            s.width,
+            s.height,
+            s.num_frames,
+            s.fps,
+        ), (name, info)
+        found[name] = media.read_frames(run_dir / f"{name}.mp4").astype(float)
+    return found

@@ -40,13 +40,15 @@ from tests.notebook_checks import (
     run_setup,
 )
 from tests.offered import offered
+from tests.post_training_checks import check_post_training_run
 from tests.transfer_checks import check_transfer_run
 
 AV_DIFFUSERS, AV_VLLM, TUNING = (*notebooks.PAIR, notebooks.TUNING)
 ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR
 TRANSFER_DIFFUSERS, TRANSFER_VLLM = notebooks.TRANSFER_PAIR
 DATASET_DIFFUSERS, DATASET_VLLM = notebooks.DATASET_PAIR
-SERVED = {AV_VLLM, ACTION_VLLM, TRANSFER_VLLM, DATASET_VLLM}
+POST_DIFFUSERS, POST_VLLM = notebooks.POST_TRAINING_PAIR
+SERVED = {AV_VLLM, ACTION_VLLM, TRANSFER_VLLM, DATASET_VLLM, POST_VLLM}
 NOWHERE = "http://127.0.0.1:9"
 ONE_IMAGE = str(
     Path(__file__).parent / "fixtures" / "dataset_one_image.json"
@@ -86,6 +88,9 @@ VARIATIONS: dict[str, list[dict[str, object]]] = {
         {"PRESET": "spec", "SPEED": "fast", "SPEC": ONE_IMAGE},
         {"PRESET": "draft", "SPEED": "turbo", "SPEC": ONE_IMAGE},
     ],
+    # The vLLM-Omni twin serves the session's adapter (trained at smoke) at the draft size.
+    POST_DIFFUSERS: [{"PRESET": "draft"}],
+    POST_VLLM: [{"PRESET": "draft"}],
 }
 # Values that change only the set-up (where the model runs, whether guardrails load, random weights being exempt).
 SET_UP: dict[str, list[object]] = {"GUARDRAILS": ["off"], "DEVICE": ["cpu"]}
@@ -192,9 +197,15 @@ def test_each_variation_runs_the_notebook_to_its_end(request, name: str, variati
         parameters |= {"BASE_URL": request.getfixturevalue("omni_server").base_url, "API_KEY": SERVER_KEY}
         if name == ACTION_VLLM:
             parameters["POLICY_BASE_URL"] = server.base_url
+        if name == POST_VLLM:
+            parameters["ADAPTER"] = str(request.getfixturevalue("post_training_vllm_run").adapter)
     executed = execute_smoke(name, tmp_path, **parameters)
     assert error_outputs(executed) == []
-    run_dir = None if name in notebooks.DATASET_PAIR else notebooks.run_folder_from(executed)
+    run_dir = (
+        None
+        if name in (*notebooks.DATASET_PAIR, *notebooks.POST_TRAINING_PAIR)
+        else notebooks.run_folder_from(executed)
+    )
     preset = str(variation.get("PRESET", "smoke"))
     if name in (AV_DIFFUSERS, AV_VLLM):
         modes = audiovisual_settings.parse_modes(str(variation.get("MODES", "t2v,i2v,t2v_sound")))
@@ -221,6 +232,10 @@ def test_each_variation_runs_the_notebook_to_its_end(request, name: str, variati
             assert [row["decoder passes"] for row in info["timings"]] == ["4 of 4"], info["timings"]
     elif name in notebooks.ACTION_PAIR:
         check_action_run(run_dir, preset, 0, int(variation["ROLLOUT_CHUNKS"]))
+    elif name in notebooks.POST_TRAINING_PAIR:  # the comparison's videos at the draft size, and the trained adapter
+        backend = "diffusers" if name == POST_DIFFUSERS else "vllm_omni"
+        (run_dir,) = (tmp_path / "media").glob(f"{backend}-*")
+        check_post_training_run(run_dir, str(variation["PRESET"]))
     elif name in notebooks.DATASET_PAIR:  # one image at the draft preset (the spec's own, or PRESET's)
         folder = tmp_path / "media" / "one-image"
         [row] = [json.loads(line) for line in (folder / "images" / "metadata.jsonl").read_text().splitlines()]

@@ -19,7 +19,7 @@ from cosmos3_post_training import settings as training_settings
 from helpers import media
 from helpers.errors import InvalidSettingError, MediaError
 from tests.notebook_checks import error_outputs, printed
-from tests.post_training_checks import POST_DIFFUSERS, SMOKE_SETTINGS, VIDEOS, TrainedRun
+from tests.post_training_checks import POST_DIFFUSERS, SMOKE_SETTINGS, VIDEOS, TrainedRun, check_post_training_run
 
 S = SMOKE_SETTINGS
 # On the bundled clips, 60 steps at 2e-3 took the loss on fixed draws from 1.408 to 1.080 (-23%); the check asks
@@ -38,20 +38,11 @@ def _frames(path: Path) -> np.ndarray:
     return media.read_frames(path).astype(float)
 
 
-def _check_videos(run_dir: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    found = {}
-    for name in names:
-        info = media.probe(run_dir / f"{name}.mp4")
-        assert (info.codec, info.width, info.height, info.num_frames, info.fps) == ("h264", 320, 192, 9, 24), info
-        found[name] = _frames(run_dir / f"{name}.mp4")
-    return found
-
-
 @pytest.mark.notebook
 def test_the_diffusers_notebook_trains_lowers_the_loss_and_saves_a_peft_adapter(post_training_vllm_run: TrainedRun):
     twin = post_training_vllm_run.run_folder("diffusers")
     info = _manifest(twin)["info"]
-    videos = _check_videos(twin, (*VIDEOS, "adapter_reloaded"))
+    videos = check_post_training_run(twin, "smoke")
     assert info["loss_after"] < (1 - LOSS_FALL) * info["loss_before"], (info["loss_before"], info["loss_after"])
     assert len(info["losses"]) == S.train_steps and all(np.isfinite(info["losses"]))
     assert media.probe(twin / "loss.png").width > 0
@@ -121,7 +112,7 @@ def test_the_vllm_notebook_serves_the_adapter_close_to_diffusers(post_training_v
     assert error_outputs(executed) == []
     run_dir = post_training_vllm_run.run_folder("vllm_omni")
     info = _manifest(run_dir)["info"]
-    videos = _check_videos(run_dir, VIDEOS)
+    videos = check_post_training_run(run_dir, "smoke")
     assert float(np.abs(videos["adapter"] - videos["base"]).mean()) > 5.0  # the adapter moves the served video
     parity = {row["video"]: row["difference from Diffusers (levels)"] for row in info["beside_diffusers"]}
     assert set(parity) == set(VIDEOS) and max(parity.values()) < PARITY_LEVELS, parity

@@ -102,10 +102,17 @@ def settings_for(
     train_steps: int | None = None,
     learning_rate: float | None = None,
     save_every: int | None = None,
+    num_frames: int | None = None,
 ) -> TrainingSettings:
-    """The settings of a fine-tune under a named preset; `train_steps`, `learning_rate` and `save_every` of None keep
-    the preset's. Every wrong value raises `InvalidSettingError` naming the notebook parameter."""
+    """The settings of a fine-tune under a named preset; `train_steps`, `learning_rate`, `save_every` and `num_frames`
+    of None keep the preset's. Every wrong value raises `InvalidSettingError` naming the notebook parameter."""
     p = get_preset(PRESETS, preset)
+    frames = p.num_frames if num_frames is None else num_frames
+    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 5 or (frames - 1) % 4:
+        raise InvalidSettingError(
+            f"TRAIN_FRAMES={num_frames!r} is not allowed: use 5, 9, 13, ... (4k + 1, as the video autoencoder packs "
+            "frames), or 0 for the preset's."
+        )
     steps, rate, every = TRAINING[p.name]
     steps = _positive("training steps", steps if train_steps is None else train_steps, int, "TRAIN_STEPS")
     rate = _positive(
@@ -122,7 +129,7 @@ def settings_for(
         preset=p.name,
         width=width,
         height=height,
-        num_frames=p.num_frames,  # type: ignore[arg-type]
+        num_frames=frames,
         train_steps=steps,
         learning_rate=rate,
         save_every=min(every, steps),

@@ -77,10 +77,12 @@ def killed_at_the_first_save_then_resumed(out: Path) -> TrainedRun:
 
 
 def check_post_training_run(run_dir: Path, preset: str) -> dict[str, np.ndarray]:
-    """A run's comparison videos (and, from the Diffusers notebook, the reloaded adapter's and the loss curve), each
-    an H.264 video of the preset's size, length and rate; returns their frames."""
+    """A run's comparison videos (and, from the Diffusers notebook, the reloaded adapter's), each an H.264 video of the
+    preset's size, length and rate; returns their frames. (The vLLM-Omni quickstart's literal request on the tiny
+    checkpoint is the smoke size whatever the preset.)"""
     s = training_settings.settings_for(preset)
-    names = [o["mode"] for o in json.loads((run_dir / "manifest.json").read_text())["outputs"] if o["kind"] == "video"]
+    outputs = json.loads((run_dir / "manifest.json").read_text())["outputs"]
+    names = [o["mode"] for o in outputs if o["kind"] == "video" and o["mode"] != "quickstart"]
     assert set(VIDEOS) <= set(names), names
     found = {}
     for name in names:

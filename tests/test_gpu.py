@@ -23,6 +23,7 @@ from cookbook_tools import notebooks
 from helpers import audiovisual_settings
 from tests import calls
 from tests.action_checks import ROLLOUT_CHUNKS, check_action_run
+from tests.dataset_checks import check_file
 from tests.notebook_checks import (
     QUICKSTART_PUBLISHED,
     QUICKSTART_TINY,
@@ -33,6 +34,7 @@ from tests.notebook_checks import (
     run_nbmake,
 )
 from tests.offered import offered
+from tests.post_training_checks import check_post_training_run
 from tests.transfer_checks import check_transfer_run
 
 torch = pytest.importorskip("torch")
@@ -164,6 +166,42 @@ def test_action_and_transfer_notebooks_on_cuda(
         facts["peak_gib"] = round(max(o.get("peak_memory_gib") or 0 for o in manifest["outputs"]), 2)
     else:
         facts["server_peak_gib"] = round(max(o.get("peak_memory_mb") or 0 for o in manifest["outputs"]) / 1024, 2)
+    _record(facts, manifest, record_property)
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", [*notebooks.DATASET_PAIR, notebooks.POST_TRAINING_PAIR[0]])
+def test_dataset_and_post_training_notebooks_on_cuda(name: str, tmp_path: Path, record_property) -> None:
+    """The dataset pair (the bundled spec, a vLLM-Omni server of the notebook's own on the GPU) and the post-training
+    Diffusers notebook (bf16, gradient checkpointing, the adapter saved and reloaded) at tiny on CUDA, every file
+    checked as on CPU."""
+    _require_cuda()
+    media_dir = tmp_path / "media"
+    wanted = {"MODEL": "tiny", "PRESET": "smoke", "SPEED": "none", "SEED": SEED, "DEVICE": "cuda", "PROGRESS": False}
+    parameters = {
+        k: v for k, v in {**wanted, "OUTPUT_DIR": str(media_dir)}.items() if k in notebooks.parameter_names(name)
+    }
+    started = time.perf_counter()
+    executed = notebooks.execute(name, tmp_path / Path(name).name, parameters, timeout_s=1800)
+    facts = {"notebook": name, "runner": "papermill", "size": "tiny", "wall_s": round(time.perf_counter() - started, 1)}
+    assert error_outputs(executed) == []
+    if name in notebooks.DATASET_PAIR:
+        (folder,) = [p for p in media_dir.iterdir() if p.is_dir()]
+        rows = [
+            json.loads(line)
+            for kind in ("videos", "images")
+            for line in (folder / kind / "metadata.jsonl").read_text().splitlines()
+        ]
+        for row in rows:
+            check_file(folder / ("videos" if row["file_name"].endswith(".mp4") else "images") / row["file_name"], row)
+        manifest = json.loads((folder / "manifest.json").read_text())
+    else:
+        (run_dir,) = media_dir.glob("diffusers-*")
+        check_post_training_run(run_dir, "smoke")
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        info = manifest["info"]
+        assert info["device"].startswith("cuda") and info["loss_after"] < info["loss_before"], info
+        facts["training_peak_gib"] = info["training_peak_gib"]
     _record(facts, manifest, record_property)
 
 

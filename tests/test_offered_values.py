@@ -35,7 +35,7 @@ from tests.notebook_checks import (
     check_run,
     check_tuning_run,
     error_outputs,
-    execute_smoke,
+    execute_in_process,
     printed,
     run_setup,
 )
@@ -199,7 +199,7 @@ def test_each_variation_runs_the_notebook_to_its_end(request, name: str, variati
             parameters["POLICY_BASE_URL"] = server.base_url
         if name == POST_VLLM:
             parameters["ADAPTER"] = str(request.getfixturevalue("post_training_vllm_run").adapter)
-    executed = execute_smoke(name, tmp_path, **parameters)
+    executed = execute_in_process(name, tmp_path, **parameters)
     assert error_outputs(executed) == []
     run_dir = (
         None

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from cookbook_tools import notebooks
-from helpers import action_settings, actions, assets, canvases, media
+from cosmos3_action import action_settings, actions
+from helpers import assets, canvases, media
 
 ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR
 ROLLOUT_CHUNKS = 5  # the notebooks' default rollout of the arm, as NVIDIA's

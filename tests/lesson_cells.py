@@ -20,7 +20,18 @@ from typing import Any
 from tuning.lessons import cell
 
 # What a reader who pastes a cell elsewhere does not have.
-COOKBOOK_PACKAGES = ("helpers", "checkpoints", "local_server", "tuning", "generation_form", "cookbook_tools")
+COOKBOOK_PACKAGES = (
+    "helpers",
+    "cosmos3_audiovisual",
+    "cosmos3_action",
+    "cosmos3_transfer",
+    "cosmos3_dataset",
+    "checkpoints",
+    "local_server",
+    "tuning",
+    "generation_form",
+    "cookbook_tools",
+)
 PRELUDE = f"""\
 import sys
 for _name in {COOKBOOK_PACKAGES!r}:

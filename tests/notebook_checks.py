@@ -16,7 +16,8 @@ from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
 from cookbook_tools import notebooks
-from helpers import audiovisual_settings, long_video, media
+from cosmos3_audiovisual import long_video
+from helpers import audiovisual_settings, media
 from helpers.assets import notebook_path
 
 ALL_MODES = list(audiovisual_settings.MODES)

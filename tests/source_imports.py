@@ -15,3 +15,17 @@ def imported_modules(tree: ast.AST) -> set[str]:
             found.add(node.module)
             found |= {f"{node.module}.{alias.name}" for alias in node.names}
     return found
+
+
+# Each family's own package, beside its notebooks (pyproject.toml's package-dir maps the same folders).
+FAMILIES = {
+    "cosmos3_audiovisual": "cookbooks/cosmos3/generator/audiovisual/cosmos3_audiovisual",
+    "cosmos3_action": "cookbooks/cosmos3/generator/action/cosmos3_action",
+    "cosmos3_transfer": "cookbooks/cosmos3/generator/transfer/cosmos3_transfer",
+    "cosmos3_dataset": "cookbooks/cosmos3/generator/dataset/cosmos3_dataset",
+}
+
+
+def package_dir(package: str) -> str:
+    """The folder of `helpers` or of a family's package, relative to the repository."""
+    return FAMILIES.get(package, package)

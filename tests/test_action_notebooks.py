@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from cookbook_tools import notebooks
-from helpers import action_settings, actions, assets, media
+from cosmos3_action import action_settings, actions
+from helpers import assets, media
 from helpers.assets import notebook_path
 from tests.action_checks import ACTION_DIFFUSERS, ACTION_VLLM, ROLLOUT_CHUNKS, check_action_run
 from tests.conftest import SERVER_KEY

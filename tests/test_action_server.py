@@ -11,7 +11,8 @@ import httpx
 import numpy as np
 import pytest
 
-from helpers import action_settings, actions, assets, media
+from cosmos3_action import action_settings, actions
+from helpers import assets, media
 
 # Every test here talks to the session's real vLLM-Omni server.
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from diffusers.pipelines.cosmos import pipeline_cosmos3_omni as cosmos3
 
-from helpers import action_settings
+from cosmos3_action import action_settings
 from helpers.errors import InvalidSettingError
 
 

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import torch
 
+from cosmos3_audiovisual import diffusers_pipe
 from generation_form import backends
-from helpers import audiovisual_settings, diffusers_pipe, media, prompts
+from helpers import audiovisual_settings, media, prompts
 from tests import calls
 
 # The size these checks were written for: 17 frames, so that fl2v's last latent frame is the fifth.

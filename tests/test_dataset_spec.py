@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import dataset_folder, dataset_spec
+from cosmos3_dataset import dataset_folder, dataset_spec
 from helpers.assets import assets_dir
 from helpers.errors import InvalidSettingError, MediaError
 
@@ -166,7 +166,7 @@ def test_one_folder_holds_one_model(tmp_path: Path) -> None:
 _FULL_DISK = """
 import resource, signal, sys
 import numpy as np
-from helpers import dataset_folder, dataset_spec
+from cosmos3_dataset import dataset_folder, dataset_spec
 from helpers.errors import StorageError
 spec = dataset_spec.load(sys.argv[1], preset="smoke")
 folder = dataset_folder.DatasetFolder.open(sys.argv[2], spec, backend="diffusers", model="tiny")

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import audiovisual_settings, diffusers_pipe, media, prompts, runs
+from cosmos3_audiovisual import diffusers_pipe
+from helpers import audiovisual_settings, media, prompts, runs
 from helpers.errors import InvalidSettingError
 from tests import calls
 from tuning.several_gpus import launch, layout

@@ -21,7 +21,9 @@ import papermill
 import pytest
 
 from cookbook_tools import notebooks
-from helpers import action_settings, audiovisual_settings, media, transfer_settings
+from cosmos3_action import action_settings
+from cosmos3_transfer import transfer_settings
+from helpers import audiovisual_settings, media
 from helpers.audiovisual_settings import TIER_MAX_FRAMES
 from helpers.canvases import CANVASES
 from helpers.settings import CPU_PIXEL_FRAMES, TIERS, largest_canvas

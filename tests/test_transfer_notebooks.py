@@ -16,7 +16,8 @@ import pytest
 from PIL import Image
 
 from cookbook_tools import notebooks
-from helpers import assets, media, prompts, transfer_settings
+from cosmos3_transfer import transfer_settings
+from helpers import assets, media, prompts
 from helpers.assets import notebook_path
 from tests.conftest import SERVER_KEY
 from tests.lesson_cells import run_outside_the_cookbook

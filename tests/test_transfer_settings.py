@@ -1,4 +1,4 @@
-"""`helpers.transfer_settings`: the transfer settings and checks, and the tables copied from diffusers and
+"""`cosmos3_transfer.transfer_settings`: the transfer settings and checks, and the tables copied from diffusers and
 vLLM-Omni, kept equal to the installed sources."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import transfer_settings
+from cosmos3_transfer import transfer_settings
 from helpers.errors import InvalidSettingError, MediaError
 from local_server import serve
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import result_file
 
-from helpers import action_settings, actions, assets, environment, media
+from cosmos3_action import action_settings, actions
+from helpers import assets, environment, media
 from tuning import lessons, pipelines
 
 ROUNDS = {

@@ -114,7 +114,9 @@ def full_run(args, save) -> None:
     started = time.perf_counter()
     gpu_benchmark.generate(pipe, clock, "t2v", args.tier, args.frames, 2, 2)
     compile_s = round(time.perf_counter() - started, 1)
-    row, _ = _timed(pipe, clock, args, "t2v", args.tier, args.steps, label='SPEED="fp8_attention", compiled, every step')
+    row, _ = _timed(
+        pipe, clock, args, "t2v", args.tier, args.steps, label='SPEED="fp8_attention", compiled, every step'
+    )
     row.update(first_call_2_steps_s=compile_s, **PUBLISHED_720P if args.tier == "720p" else {})
     save(row)
 

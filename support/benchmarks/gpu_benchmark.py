@@ -3,7 +3,7 @@
 Builds the Nano architecture (`Cosmos3OmniTransformer()` defaults, 15.2 B parameters) and the real-size Wan 2.2 VAE
 with random weights directly on the GPU in bf16, an exact Qwen tokenizer offline (from the Qwen vocabulary committed
 in support/checkpoints/), and sends our real structured JSON prompts and negative prompt, so text lengths are
-the cookbook's. Everything runs through `helpers.diffusers_pipe.generate`, the notebook's `pipe(...)` call.
+the cookbook's. Everything runs through `cosmos3_audiovisual.diffusers_pipe.generate`, the notebook's `pipe(...)` call.
 
 Per (mode, tier, preset) it reports the total, the median step, the VAE decode, and peak GPU memory; it prints
 NVIDIA's published H200 times beside ours. Tiers timed with fewer than the full steps are extrapolated:

@@ -28,8 +28,9 @@ import numpy as np
 import result_file
 from PIL import Image
 
-from helpers import assets, environment, media, prompts, transfer_settings
-from helpers.schedules import NativeFlowUniPCMultistepScheduler
+from cosmos3_transfer import transfer_settings
+from cosmos3_transfer.schedules import NativeFlowUniPCMultistepScheduler
+from helpers import assets, environment, media, prompts
 from tuning import lessons, pipelines
 
 PROMPT = "A city street on a rainy evening: wet asphalt mirrors the shop lights, cars wait at the curb."

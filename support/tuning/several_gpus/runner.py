@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checkpoints import resolve
-from helpers import diffusers_pipe, media, prompts, runs, speeds
+from cosmos3_audiovisual import diffusers_pipe
+from helpers import media, prompts, runs, speeds
 from helpers.audiovisual_settings import AudiovisualSettings
 from tuning import pipelines
 from tuning.pipelines import load_pipeline

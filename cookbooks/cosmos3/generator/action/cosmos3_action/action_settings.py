@@ -69,7 +69,7 @@ FLOW_SHIFT, POLICY_FLOW_SHIFT = 10.0, 5.0
 @dataclass(frozen=True)
 class Embodiment:
     """One action domain as NVIDIA runs it. `translation_scale`: stored translations are metres times this.
-    `normalized`: the model reads actions normalised per channel (`helpers.actions.NORMALIZATIONS`)."""
+    `normalized`: the model reads actions normalised per channel (`cosmos3_action.actions.NORMALIZATIONS`)."""
 
     domain_name: str
     title: str
@@ -288,12 +288,12 @@ def check_actions(actions: Any, s: ActionSettings) -> np.ndarray:
     if array.shape[1] != s.action_width:
         raise InvalidSettingError(
             f"actions have {array.shape[1]} columns but domain_name={s.domain_name!r} takes {s.action_width} "
-            f"per step (helpers.action_settings.ACTION_WIDTHS). Give one {s.action_width}-wide row per step."
+            f"per step (cosmos3_action.action_settings.ACTION_WIDTHS). Give one {s.action_width}-wide row per step."
         )
     if array.shape[0] != s.chunk_size:
         raise InvalidSettingError(
             f"actions have {array.shape[0]} steps but chunk_size is {s.chunk_size}: split a longer trajectory with "
-            "helpers.actions.chunks(actions, chunk_size) and send one chunk per call."
+            "cosmos3_action.actions.chunks(actions, chunk_size) and send one chunk per call."
         )
     if not np.isfinite(array).all():
         raise InvalidSettingError("actions contain NaN or infinity: every value must be a finite number.")

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cosmos3_dataset.dataset_spec import Job, Spec
 from helpers import media
-from helpers.dataset_spec import Job, Spec
 from helpers.errors import StorageError
 from helpers.runs import Generation, Output, Run, sha256_of
 

@@ -1,5 +1,6 @@
 """A long video, chunk by chunk: how many chunks a notebook takes, how the chunks join without repeating the frames
-each one continues from, their sound crossfaded at the seams, and what the seams and the drift measure.
+each one continues from, their sound crossfaded at the seams, and what the seams and the drift measure (`plot` draws
+them).
 
 Each chunk after the first is a video-to-video call conditioned on the last frames of the chunk before: with
 `condition_video_keep="last"` and `condition_frame_indexes_vision` = the first L latent frames, the model keeps the
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from helpers import media
 from helpers.errors import InvalidSettingError
 
 MAX_CHUNKS = 8  # 8 chunks of NVIDIA's 189 frames at 24 fps with 2 latent frames kept: 61.5 s
@@ -147,7 +149,37 @@ def drift(video: np.ndarray, p: Plan) -> list[dict[str, float]]:
 
 def write(path: Any, clips: list[np.ndarray], sounds: list[np.ndarray], sample_rate: int, p: Plan) -> Any:
     """The chunks joined (`join`, `join_sound`) as one H.264 MP4 with AAC sound. Returns its path."""
-    from helpers import media
-
     sound = join_sound(sounds, sample_rate, p.kept / p.fps)
     return media.write_video(path, join(clips, p.kept), p.fps, audio=sound, sample_rate=sample_rate)
+
+
+def plot(video: Any, sound: Any, sample_rate: int, plan: Plan, around_s: float = 0.25) -> Any:
+    """A long video's seams, as a PNG image for the notebook: the step between neighbouring frames along the video
+    with each seam dashed, and the sound's waveform around the first seam with its crossfade shaded."""
+    import io
+
+    from IPython.display import Image
+    from matplotlib.figure import Figure
+
+    frames = np.asarray(video, np.float32)
+    steps = np.abs(frames[1:] - frames[:-1]).mean(axis=(1, 2, 3))
+    fig = Figure(figsize=(8, 4))
+    top, bottom = fig.subplots(2, 1)
+    top.plot(np.arange(1, len(frames)), steps, linewidth=1)
+    for seam in plan.seams:
+        top.axvline(seam, color="tab:red", linestyle="--", linewidth=1)
+    top.set_xlabel("frame")
+    top.set_ylabel("step (levels)")
+    top.set_title("step from the frame before; seams dashed", fontsize="medium")
+    seam_s = plan.seams[0] / plan.fps
+    first, last = (max(0, round((seam_s + d) * sample_rate)) for d in (-around_s, around_s))
+    samples = np.asarray(sound, np.float32)[:, first:last]
+    t = np.arange(first, first + samples.shape[1]) / sample_rate
+    for channel in samples:
+        bottom.plot(t, channel, linewidth=0.6)
+    bottom.axvspan(seam_s - CROSSFADE_S, seam_s, color="tab:red", alpha=0.2)
+    bottom.set_xlabel("seconds (the first seam's crossfade shaded)")
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
+    return Image(data=png.getvalue(), format="png")

@@ -102,7 +102,7 @@ def _seed_one(pipe: object, folder: Path, monkeypatch: pytest.MonkeyPatch) -> di
     bundled = assets.assets_dir("action")
     act(world_model, "fd_av", "fd_av_left", actions.read(bundled / "trajectories" / "av_left.npy")[0])
     act(world_model, "fd_droid", "fd_droid_chunk0")
-    umi = action_settings.settings_for("forward_dynamics", "smoke", seed=1, domain_name="umi")
+    umi = action_settings.settings_for("fd_umi", "smoke", seed=1)
     chunk = actions.UMI_NORMALIZATION.normalize(actions.read(bundled / "trajectories" / "umi_cup.npy")[0][:16])
     start = action_tasks.fitted(umi, media.load_image(bundled / "images" / "umi_cup_start.png"))
     video, _ = world_model(umi, umi.prompt, start, action=chunk)

@@ -44,7 +44,7 @@ def car() -> np.ndarray:
 
 
 def _settings(task: str) -> action_settings.ActionSettings:
-    return action_settings.settings_for(task, "smoke", chunk_size=CHUNK, domain_name="av")
+    return action_settings.settings_for(f"{action_settings.TASKS[task]}_av", "smoke", chunk_size=CHUNK)
 
 
 def test_inverse_dynamics_answers_with_the_actions_and_a_video(http: httpx.Client) -> None:

@@ -59,7 +59,7 @@ def offered_settings() -> list[Any]:
     domains = [d["domain_name"] for d in action_settings.describe()]
     for task, preset, domain in itertools.product(action_settings.TASKS, ("smoke", "draft", "published"), domains):
         try:
-            found.append(action_settings.settings_for(task, preset, domain_name=domain))
+            found.append(action_settings.settings_for(f"{action_settings.TASKS[task]}_{domain}", preset))
         except Exception:  # noqa: BLE001 - a task an embodiment has no checkpoint for is not offered
             continue
     for hint, preset in itertools.product(("edge", "blur", "depth", "seg", "wsm"), ("smoke", "draft", "published")):

@@ -121,7 +121,7 @@ def test_action_files_are_listed_as_pairs_with_their_settings_and_never_overwrit
     from cosmos3_action import action_settings, actions
 
     run = runs.Run.create(tmp_path, backend="diffusers", model="tiny")
-    s = action_settings.settings_for("inverse_dynamics", "smoke", seed=2, domain_name="av")
+    s = action_settings.settings_for("id_av", "smoke", seed=2)
     first = actions.save(run, "id_av", np.zeros((60, 9)), s, units="m")
     second = actions.save(run, "id_av", np.ones((60, 9)), s, units="m")
     assert (first.name, second.name) == ("id_av.npy", "id_av-2.npy")

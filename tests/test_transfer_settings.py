@@ -100,7 +100,7 @@ def test_presets_and_overrides() -> None:
         ("edge", {"num_video_frames_per_chunk": 60}, "num_video_frames_per_chunk=60 is not 4k + 1"),
         ("edge", {"num_conditional_frames": 9}, "num_conditional_frames=9 must be from 0"),
         ("edge", {"control_guidance": 0.5}, "control_guidance=0.5 is out of range"),
-        ("edge", {"resolution_tier": 300}, "resolution_tier=300"),
+        ("edge", {"tier": 300}, "TIER=300 is not a resolution tier"),
         ("edge", {"height": 480}, "Unknown setting(s) ['height']"),
     ],
 )

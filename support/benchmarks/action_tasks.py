@@ -41,16 +41,16 @@ def tasks(preset: str) -> list[tuple[str, action_settings.ActionSettings, object
     road, table = (media.load_image(folder / "images" / f"{n}_start.png") for n in ("av_drive", "droid_pick"))
     drive, pick = (media.load_video(folder / "videos" / f"{n}.mp4") for n in ("av_drive", "droid_pick"))
     return [
-        ("fd_av", action_settings.settings_for("forward_dynamics", preset, domain_name="av"), road, car),
-        ("id_av", action_settings.settings_for("inverse_dynamics", preset, domain_name="av"), drive, None),
-        ("fd_droid", action_settings.settings_for("forward_dynamics", preset, domain_name="droid_lerobot"), table, arm),
+        ("fd_av", action_settings.settings_for("fd_av", preset), road, car),
+        ("id_av", action_settings.settings_for("id_av", preset), drive, None),
+        ("fd_droid", action_settings.settings_for("fd_droid_lerobot", preset), table, arm),
         (
             "id_droid",
-            action_settings.settings_for("inverse_dynamics", preset, domain_name="droid_lerobot"),
+            action_settings.settings_for("id_droid_lerobot", preset),
             pick[:17],
             None,
         ),
-        ("policy_droid", action_settings.settings_for("policy", preset, domain_name="droid_lerobot"), table, None),
+        ("policy_droid", action_settings.settings_for("policy_droid_lerobot", preset), table, None),
     ]
 
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tuning.lessons import cell
+from tuning.notebook_calls import cell
 
 # What a reader who pastes a cell elsewhere does not have.
 COOKBOOK_PACKAGES = (

@@ -160,13 +160,13 @@ def test_values_this_machine_cannot_run_stop_in_the_set_up_naming_the_fix(
 ) -> None:
     from diffusers.utils import is_cosmos_guardrail_available
 
-    from local_server import serve
+    from local_server import launcher
 
-    if parameter == "DEVICE" and serve.has_nvidia_gpu():
+    if parameter == "DEVICE" and launcher.has_nvidia_gpu():
         pytest.skip("this machine has a GPU")
     if parameter == "GUARDRAILS" and is_cosmos_guardrail_available() and name not in SERVED:
         pytest.skip("cosmos_guardrail is installed here")
-    if parameter == "PRESET" and serve.has_nvidia_gpu():
+    if parameter == "PRESET" and launcher.has_nvidia_gpu():
         pytest.skip("a GPU takes every preset")
     parameters = {"MODEL": "tiny", "PRESET": "smoke", "OUTPUT_DIR": str(tmp_path / "media"), parameter: value}
     if name in SERVED:

@@ -23,7 +23,7 @@ from tests.conftest import SERVER_KEY
 from tests.lesson_cells import run_outside_the_cookbook
 from tests.notebook_checks import SMOKE, execute_smoke, mean_frame_difference, printed, sections
 from tests.transfer_checks import TRANSFER_DIFFUSERS, TRANSFER_VLLM, VIDEOS, check_transfer_run
-from tuning.lessons import cell
+from tuning.notebook_calls import cell
 
 QUICKSTART = (320, 192, 9)  # the quickstart's literal size and length on the tiny checkpoint
 PROMPT = "A city street on a rainy evening: wet asphalt mirrors the shop lights, cars wait at the curb."  # the tour's
@@ -115,11 +115,11 @@ def test_the_benchmark_runs_the_notebooks_transfer_on_the_notebooks_pipeline(
     monkeypatch.syspath_prepend(str(notebook_path(TRANSFER_DIFFUSERS).parents[4] / "support" / "benchmarks"))
     import transfer_tasks
 
-    from tuning import lessons
+    from tuning import notebook_calls
 
     s = transfer_settings.settings_for("depth", "smoke")
     pipe = transfer_tasks.load("tiny", device="cpu", guardrails="off")
-    transfer = lessons.define(TRANSFER_DIFFUSERS, pipe=pipe)["transfer"]
+    transfer = notebook_calls.define(TRANSFER_DIFFUSERS, pipe=pipe)["transfer"]
     depth = transfer_settings.load_control(assets.assets_dir("transfer") / "controls" / "street_depth.mp4", "depth", 9)
     fitted = {"depth": [media.fit_frame(f, 320, 192) for f in depth]}
     video = transfer(s, fitted, PROMPT, prompts.negative_prompt())

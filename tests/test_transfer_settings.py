@@ -14,7 +14,7 @@ from PIL import Image
 
 from cosmos3_transfer import transfer_settings
 from helpers.errors import InvalidSettingError, MediaError
-from local_server import serve
+from local_server import launcher
 
 
 def _frames(count: int, size: tuple[int, int] = (320, 192)) -> list[Image.Image]:
@@ -31,7 +31,7 @@ def test_hints_are_in_diffusers_canonical_order() -> None:
 
 
 def _vllm_omni_tables() -> dict[str, object]:
-    (path,) = serve.environment_dir(gpu=False).glob(
+    (path,) = launcher.environment_dir(gpu=False).glob(
         "lib/python3.*/site-packages/vllm_omni/diffusion/models/cosmos3/transfer.py"
     )
     tables = {}

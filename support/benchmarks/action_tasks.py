@@ -4,7 +4,7 @@ switch moves the output.
     python support/benchmarks/action_tasks.py --model nano-random --preset default \
         --out support/benchmarks/results/action_tasks_h200.json
 
-Each task runs through the action notebook's own `act` (its `call` cell, run by `tuning.lessons`) on the
+Each task runs through the action notebook's own `act` (its `call` cell, run by `tuning.notebook_calls`) on the
 bundled start images, clips and trajectories fitted to the tier's canvas: forward dynamics for the car (60 actions,
 61 frames) and for the arm (16, 17), inverse dynamics for both, and the DROID policy (on MODEL itself: a random Nano
 carries the same action heads as the policy checkpoint). Three rounds, each on the same loaded pipeline: `none`
@@ -25,7 +25,7 @@ import result_file
 
 from cosmos3_action import action_settings, actions
 from helpers import assets, environment, media
-from tuning import lessons, pipelines
+from tuning import notebook_calls, pipelines
 
 ROUNDS = {
     "none": [],
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     pipe, checkpoint = pipelines.load_pipeline(args.model, device=args.device)
-    act = lessons.define("action/run_with_diffusers.ipynb", pipe=pipe)["act"]
+    act = notebook_calls.define("action/run_with_diffusers.ipynb", pipe=pipe)["act"]
     rows, reference = [], {}
     for round_name, switches in ROUNDS.items():
         pipelines.apply(pipe, switches, checkpoint.device)

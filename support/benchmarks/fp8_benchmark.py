@@ -38,7 +38,7 @@ import result_file
 
 from checkpoints import random_weights
 from helpers import audiovisual_settings, media, prompts, speeds
-from tuning import fp8, speed
+from tuning import fp8, patches
 from tuning.pipelines import applied, apply, skipped
 
 # NVIDIA's published one-H200 Nano figures at 720p, 189 frames, 35 steps (inference_benchmarks/ in NVIDIA/cosmos).
@@ -80,7 +80,7 @@ def video_and_images(args, save, parts: set[str]) -> None:
 
     if fp8.attention_unavailable_reason(torch.device(args.device)) is None:
         processors = [layer.self_attn.processor for layer in pipe.transformer.layers]
-        speed.use_fp8_attention(pipe)
+        patches.use_fp8_attention(pipe)
         gpu_benchmark.generate(pipe, clock, "t2v", args.tier, args.frames, 1, 1)
         row, video = _timed(pipe, clock, args, "t2v", args.tier, n, label="fp8_attention alone, eager")
         _levels(row, video, reference)

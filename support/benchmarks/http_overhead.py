@@ -25,7 +25,7 @@ from cookbook_tools import notebooks
 from helpers import audiovisual_settings, media, prompts
 from local_server import omni_http
 from local_server.server import LocalServer
-from tuning import lessons
+from tuning import notebook_calls
 from tuning.pipelines import load_pipeline
 
 RESULTS = Path(__file__).parent / "results" / "http_overhead.json"
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     form = {"model": "tiny", "prompt": text, **omni_http.video_fields(s, negative)}
 
     pipe, _ = load_pipeline("tiny", device="cpu")
-    generate = lessons.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own call
+    generate = notebook_calls.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own call
     with (
         tempfile.TemporaryDirectory() as folder,
         LocalServer.start("tiny", device="cpu", flags=["--no-guardrails"], progress=False) as server,

@@ -17,10 +17,10 @@ from helpers.errors import InvalidSettingError
 from helpers.settings import check_guardrails
 from tuning.several_gpus.layout import Degrees, degrees_for
 
-# The SPEED values that run on several GPUs: their switches give the same output as one GPU, up to noise. `turbo`'s
-# step caching decides per rank whether to skip work, which would desynchronise the ranks; the memory presets
-# tile the VAE decode, which the split decode replaces, and are for one small GPU anyway.
-PARALLEL_SPEEDS: tuple[str, ...] = ("none", "fast")
+# The SPEED values that run on several GPUs: the exact ones, whose switches give the same output as one GPU, up to
+# noise. `turbo`'s step caching decides per rank whether to skip work, which would desynchronise the ranks; the memory
+# values tile the VAE decode, which the split decode replaces, and are for one small GPU anyway.
+PARALLEL_SPEEDS: tuple[str, ...] = speeds.exact_values()
 DEVICES: tuple[str, ...] = ("auto", "cuda", "cpu")
 # "split": every rank decodes a strip of rows (`split_decode`); "rank0": rank 0 decodes alone.
 DECODES: tuple[str, ...] = ("split", "rank0")

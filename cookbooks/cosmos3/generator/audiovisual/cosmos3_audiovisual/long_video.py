@@ -46,7 +46,7 @@ def condition_indexes(latent_frames: int) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class Plan:
+class ChunkPlan:
     """The frames of a long video: `chunks` calls of `frames` each, every chunk after the first repeating `kept`."""
 
     chunks: int
@@ -72,13 +72,13 @@ class Plan:
         return [self.frames + k * self.new_frames for k in range(self.chunks - 1)]
 
 
-def plan(chunks: int, frames: int, fps: float, latent_frames: int = LATENT_FRAMES_KEPT) -> Plan:
+def plan(chunks: int, frames: int, fps: float, latent_frames: int = LATENT_FRAMES_KEPT) -> ChunkPlan:
     kept = kept_frames(latent_frames)
     if frames <= kept:
         raise InvalidSettingError(
             f"A chunk of {frames} frames keeps {kept} of the one before and adds none: use a PRESET with more frames."
         )
-    return Plan(chunks, frames, kept, fps)
+    return ChunkPlan(chunks, frames, kept, fps)
 
 
 def join(clips: list[np.ndarray], kept: int) -> np.ndarray:
@@ -107,7 +107,7 @@ def _step(video: np.ndarray) -> np.ndarray:
     return np.abs(frames[1:] - frames[:-1]).mean(axis=(1, 2, 3))
 
 
-def seams(video: np.ndarray, p: Plan) -> list[dict[str, float]]:
+def seams(video: np.ndarray, p: ChunkPlan) -> list[dict[str, float]]:
     """At each seam: the jump from a chunk's last frame to the next chunk's first new one, beside the mean step
     between neighbouring frames inside the two chunks, in levels of 255. A seam that shows has a jump well above it."""
     steps = _step(video)
@@ -128,7 +128,7 @@ def seams(video: np.ndarray, p: Plan) -> list[dict[str, float]]:
     return rows
 
 
-def drift(video: np.ndarray, p: Plan) -> list[dict[str, float]]:
+def drift(video: np.ndarray, p: ChunkPlan) -> list[dict[str, float]]:
     """Chunk after chunk, the same statistics of its new frames: mean level, contrast (the standard deviation) and the
     mean step between neighbouring frames. A video that drifts moves away in them as the chunks go on."""
     frames = np.asarray(video, np.float32)
@@ -147,13 +147,13 @@ def drift(video: np.ndarray, p: Plan) -> list[dict[str, float]]:
     return rows
 
 
-def write(path: Any, clips: list[np.ndarray], sounds: list[np.ndarray], sample_rate: int, p: Plan) -> Any:
+def write(path: Any, clips: list[np.ndarray], sounds: list[np.ndarray], sample_rate: int, p: ChunkPlan) -> Any:
     """The chunks joined (`join`, `join_sound`) as one H.264 MP4 with AAC sound. Returns its path."""
     sound = join_sound(sounds, sample_rate, p.kept / p.fps)
     return media.write_video(path, join(clips, p.kept), p.fps, audio=sound, sample_rate=sample_rate)
 
 
-def plot(video: Any, sound: Any, sample_rate: int, plan: Plan, around_s: float = 0.25) -> Any:
+def plot(video: Any, sound: Any, sample_rate: int, plan: ChunkPlan, around_s: float = 0.25) -> Any:
     """A long video's seams, as a PNG image for the notebook: the step between neighbouring frames along the video
     with each seam dashed, and the sound's waveform around the first seam with its crossfade shaded."""
     import io

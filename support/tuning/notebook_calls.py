@@ -1,4 +1,5 @@
-"""The notebooks' lesson cells as code, so that whatever runs a call outside a notebook runs the notebook's own.
+"""The notebooks' calls, run from their tagged cells, so that whatever makes a call outside a notebook makes the
+notebook's own.
 
 Each `run_with_*` notebook tags two code cells: `quickstart` (the published call, with its load and its save) and
 `call` (the definition of the family's call: `generate`, `act` or `transfer`). The benchmarks, the generation form's

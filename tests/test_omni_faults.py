@@ -30,6 +30,7 @@ from local_server.server import (
     server_flags,
 )
 from tests.conftest import SERVER_KEY
+from tuning.notebook_calls import omni_fields
 
 SMALL = audiovisual_settings.settings_for(
     "t2v", "smoke", width=64, height=64, num_frames=5, num_inference_steps=1, guidance_scale=1.0
@@ -37,7 +38,7 @@ SMALL = audiovisual_settings.settings_for(
 
 
 def sync_video(http: httpx.Client, prompt: str, settings: audiovisual_settings.AudiovisualSettings) -> httpx.Response:
-    return http.post("/v1/videos/sync", data={"model": "tiny", "prompt": prompt, **omni_http.video_fields(settings)})
+    return http.post("/v1/videos/sync", data={"model": "tiny", "prompt": prompt, **omni_fields()(settings)})
 
 
 @pytest.mark.slow
@@ -109,7 +110,7 @@ def send_in_background(call) -> tuple[threading.Thread, list[BaseException]]:
 def test_a_client_that_hangs_up_mid_generation_leaves_the_server_serving(
     omni_server: LocalServer, tmp_path: Path
 ) -> None:
-    body = urllib.parse.urlencode({"model": "tiny", "prompt": "abandoned", **omni_http.video_fields(SLOW)}).encode()
+    body = urllib.parse.urlencode({"model": "tiny", "prompt": "abandoned", **omni_fields()(SLOW)}).encode()
     head = (
         f"POST /v1/videos/sync HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {SERVER_KEY}\r\n"
         f"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -152,7 +153,7 @@ def test_a_server_that_fails_a_request_then_dies_mid_request_says_so_each_time(
             with pytest.raises(ServerFailedError) as answered:
                 http.post(
                     "/v1/videos/sync",
-                    data={"model": "tiny", "prompt": "x", **omni_http.video_fields(SMALL), **PIPELINE_ERROR},
+                    data={"model": "tiny", "prompt": "x", **omni_fields()(SMALL), **PIPELINE_ERROR},
                 )
             with pytest.raises(OmniAPIError) as refused:  # a bad request is the request's fault: no log to read
                 http.post("/v1/videos/sync", data={"model": "tiny", "prompt": "x", "size": "big"})

@@ -194,7 +194,7 @@ def test_the_diffusers_lesson_cells_run_outside_the_cookbook(tmp_path: Path, _is
     )
     result = run_outside_the_cookbook(notebook_path(TRANSFER_DIFFUSERS), {**variables, "RUN_DIR": str(tmp_path)}, then)
     _check_quickstart_file(tmp_path / "quickstart.mp4")
-    assert result["negative_prompt"] == prompts.negative_prompt()  # the literal is NVIDIA's, as the tour sends it
+    assert result["negative_prompt"] == prompts.negative_prompt()  # read from the file the tour reads
     assert (result["frames"], result["size"]) == (QUICKSTART[2], list(QUICKSTART[:2]))
     # With the quickstart's settings, control and prompts, `transfer` makes the quickstart's frames (the file went
     # through export_to_video's lossy encoder: each frame's mean level is kept to well within a level or two).

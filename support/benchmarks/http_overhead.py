@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     s = audiovisual_settings.settings_for("t2v", "smoke", seed=0)
     text, negative = prompts.prompt_text(s), prompts.negative_prompt()
-    form = {"model": "tiny", "prompt": text, **omni_http.video_fields(s, negative)}
+    form = {"model": "tiny", "prompt": text, **notebook_calls.omni_fields()(s, negative)}  # the notebook's fields
 
     pipe, _ = load_pipeline("tiny", device="cpu")
     generate = notebook_calls.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own call

@@ -31,7 +31,7 @@ from checkpoints.resolver import source_of
 from helpers import speeds
 from helpers.errors import CookbookError, GuardrailsUnavailableError, InvalidSettingError
 from helpers.settings import check_guardrails
-from local_server import launcher
+from local_server import launcher, omni_http
 from local_server.omni_http import EXPLAIN_ERROR, OmniAPIError, wait_for_server
 
 BASE_URL_ENV = "OMNI_BASE_URL"
@@ -313,11 +313,18 @@ class _AsyncWatched(httpx.AsyncHTTPTransport):
 
 @dataclass
 class Endpoint:
-    """Where the notebook sends requests, and the local server it started (None for an external one)."""
+    """Where the notebook sends requests, and the local server it started (None for an external one); `model` is
+    the name the server answers to, once `connect` has waited for it."""
 
     base_url: str
     api_key: str | None
     server: LocalServer | None
+    model: str = ""
+
+    @property
+    def key(self) -> str:
+        """The bearer token to send: "EMPTY" where none was given, which a server without `--api-key` ignores."""
+        return self.api_key or "EMPTY"
 
     def describe(self) -> str:
         return "a vLLM-Omni server started by this notebook" if self.server else "an external server"
@@ -407,3 +414,39 @@ def endpoint(
         print(f"SPEED={speed!r} on a CPU server: {' '.join(skipped)} left out (they need a GPU)")
     server = LocalServer.start(model, api_key=key, flags=flags, device=device, progress=progress)
     return Endpoint(server.base_url, key, server)
+
+
+def connect(
+    base_url: str,
+    *,
+    model: str,
+    api_key: str = "",
+    device: str = "auto",
+    guardrails: str = "auto",
+    speed: str = "none",
+    family: str = "audiovisual",
+    progress: bool = True,
+    deadline_s: float = 600.0,
+) -> Endpoint:
+    """A notebook's connection to its server, in one call: `endpoint` (`base_url="auto"` starts a local server on
+    `model`), a lesson cell's lost connection explained in IPython (`Endpoint.explain_lost_connections_in`), and the
+    wait until the server is ready, whose answer gives the name it serves (`Endpoint.model`)."""
+    found = endpoint(
+        base_url,
+        model=model,
+        api_key=api_key,
+        device=device,
+        guardrails=guardrails,
+        speed=speed,
+        family=family,
+        progress=progress,
+    )
+    from IPython import get_ipython
+
+    found.explain_lost_connections_in(get_ipython())
+    try:
+        found.model = omni_http.wait_for_server(found.base_url, api_key=found.key, deadline_s=deadline_s)[0]
+    except BaseException:
+        found.close()  # a server this call started does not outlive the failure
+        raise
+    return found

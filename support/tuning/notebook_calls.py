@@ -36,3 +36,10 @@ def define(name: str, tag: str = "call", **names: Any) -> dict[str, Any]:
     namespace: dict[str, Any] = dict(names)
     exec(compile(cell(name, tag), f"{name} [{tag}]", "exec"), namespace)  # noqa: S102 - the cookbook's own cell
     return namespace
+
+
+def omni_fields(guardrails: str = "auto") -> Any:
+    """run_with_vllm_omni.ipynb's own `fields(s, negative_prompt="", extra_params=None)`, from its `call` cell: the
+    request fields its calls (and the generation form) send for settings `s`, so that code without the notebook sends
+    what the notebook sends. `guardrails` is the notebook's GUARDRAILS."""
+    return define("run_with_vllm_omni.ipynb", BASE_URL="", API_KEY="", MODEL="", GUARDRAILS=guardrails)["fields"]

@@ -198,3 +198,56 @@ def test_only_the_tuning_notebook_the_benchmarks_and_tuning_itself_import_tuning
     for notebook in (REPO / "cookbooks").rglob("run_with_*.ipynb"):
         wrong += [f"{notebook.name} imports {m}" for m in _notebook_imports(notebook) if m.startswith("tuning")]
     assert not wrong, "\n".join(wrong)
+
+
+def _code_units() -> dict[str, str]:
+    """The project's code a reader meets: every module of the packages, and each notebook code cell on its own."""
+    units = {
+        str(path.relative_to(REPO)): path.read_text() for package in PACKAGES for path in _modules(package).values()
+    }
+    units |= {str(path.relative_to(REPO)): path.read_text() for path in (REPO / "support" / "benchmarks").glob("*.py")}
+    for notebook in (REPO / "cookbooks").rglob("*.ipynb"):
+        for index, cell in enumerate(json.loads(notebook.read_text())["cells"]):
+            if cell["cell_type"] == "code":
+                units[f"{notebook.relative_to(REPO)}#{index}"] = "".join(cell["source"])
+    return units
+
+
+def _meaningful_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, text) of the lines that carry code, strings and numbers read as placeholders: no blank,
+    comment, import or punctuation-only line, and no line that holds a literal alone (data, not code)."""
+    kept = []
+    for number, line in enumerate(text.splitlines(), 1):
+        text = line.strip()
+        if not text or text.startswith(("#", "import ", "from ")):
+            continue
+        text = re.sub(r"[rbfu]{0,2}('[^']*'|\"[^\"]*\")", "STR", text)
+        text = re.sub(r"\b\d+(\.\d+)?\b", "NUM", text)
+        if re.fullmatch(r"(?:STR|NUM|[\W_])*", text):
+            continue
+        kept.append((number, re.sub(r"\s+", " ", text)))
+    return kept
+
+
+def test_no_block_of_ten_lines_is_written_twice_but_in_a_familys_two_mirrored_notebooks():
+    """A block of code is written once: no run of 10 lines (alike but for strings and numbers) stands in two modules,
+    two notebook cells or one of each, except in a family's two notebooks, which mirror each other."""
+    length = 10
+    where: dict[tuple[str, ...], set[str]] = {}
+    for name, text in _code_units().items():
+        lines = _meaningful_lines(text)
+        for start in range(len(lines) - length + 1):
+            run = tuple(line for _, line in lines[start : start + length])
+            where.setdefault(run, set()).add(f"{name}:{lines[start][0]}")
+
+    def mirrored(a: str, b: str) -> bool:
+        first, second = (Path(place.split("#")[0]) for place in (a, b))
+        twins = {"run_with_diffusers.ipynb", "run_with_vllm_omni.ipynb"}
+        return first.parent == second.parent and {first.name, second.name} == twins
+
+    twice = set()
+    for places in where.values():
+        units = sorted({place.rsplit(":", 1)[0]: place for place in places}.items())
+        for i, (unit, place) in enumerate(units):
+            twice |= {(place, other) for other_unit, other in units[i + 1 :] if not mirrored(unit, other_unit)}
+    assert not twice, "blocks written twice: write each once\n" + "\n".join(f"{a} ~ {b}" for a, b in sorted(twice))

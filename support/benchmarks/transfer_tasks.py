@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     low, high = sorted(args.steps)
     pipe = load(args.model, device=args.device)
     transfer = notebook_calls.define("transfer/run_with_diffusers.ipynb", pipe=pipe)["transfer"]
-    s = transfer_settings.settings_for(args.task.split("+"), args.preset, resolution_tier=args.tier)
+    s = transfer_settings.settings_for(args.task.split("+"), args.preset, tier=args.tier)
     given = task_controls(args.task, s)
     rows, reference = [], None
     for speed in ("none", "fast"):

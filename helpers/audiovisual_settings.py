@@ -16,7 +16,7 @@ from typing import Any
 from helpers import models
 from helpers.canvases import ASPECT_RATIOS, CANVASES
 from helpers.errors import InvalidSettingError, allowed
-from helpers.settings import TIERS, Family, Preset, check_steps, check_tier, get_preset, presets
+from helpers.settings import TIERS, Family, Preset, check_steps, check_tier, presets
 
 MODES: tuple[str, ...] = ("t2i", "t2v", "i2v", "v2v", "t2v_sound", "i2v_sound", "v2v_sound", "fl2v")
 MODE_TITLES: dict[str, str] = {
@@ -114,31 +114,6 @@ _OVERRIDES = (
     "flow_shift",
     "enable_sound",
 )
-
-
-def parse_modes(modes: str | list[str] | tuple[str, ...]) -> list[str]:
-    """Turn `"t2v, i2v"` (or a list) into a validated list of modes, in the order given, without repeats."""
-    items = modes.split(",") if isinstance(modes, str) else list(modes)
-    chosen: list[str] = []
-    for raw in items:
-        mode = raw.strip()
-        if not mode:
-            continue
-        if mode == "all":
-            chosen.extend(m for m in MODES if m not in chosen)
-            continue
-        if mode not in MODES:
-            raise InvalidSettingError(f"Unknown mode {mode!r} in MODES. Allowed modes: {allowed(MODES)} (or 'all').")
-        if mode not in chosen:
-            chosen.append(mode)
-    if not chosen:
-        raise InvalidSettingError(f"No mode selected. Set MODES to a comma-separated list of: {allowed(MODES)}.")
-    return chosen
-
-
-def parse_presets(names: str) -> list[str]:
-    """Turn `"draft, published"` into a validated list of preset names (empty text: an empty list)."""
-    return [get_preset(PRESETS, n.strip()).name for n in names.split(",") if n.strip()]
 
 
 def size_for(tier: int, aspect_ratio: str = "16:9") -> tuple[int, int]:
@@ -317,35 +292,6 @@ def _for_variant(
             )
         steps, guidance = v.fixed_steps, 1.0
     return steps, float(guidance), float(shift), (width, height)
-
-
-def makes(model: str, mode: str) -> bool:
-    """Whether `model` makes `mode`: a published checkpoint makes its own modes; anything else makes every one."""
-    v = models.variant(model)
-    return v is None or v.modes is None or mode in v.modes
-
-
-def settings_for_modes(
-    modes: str | list[str], preset: str = "published", *, seed: int = 0, model: str = "", **overrides: Any
-) -> dict[str, AudiovisualSettings]:
-    """`{mode: settings}` for comma-separated modes, in order, with the same overrides; an empty aspect ratio or a
-    TIER of 0 (a notebook parameter left as it is) means the preset's own size."""
-    given = {k: v for k, v in overrides.items() if v not in ("", 0, None)}
-    return {mode: settings_for(mode, preset, seed=seed, model=model, **given) for mode in parse_modes(modes)}
-
-
-def distilled_settings(
-    model: str, preset: str = "published", *, seed: int = 0, **overrides: Any
-) -> dict[str, AudiovisualSettings]:
-    """`{mode: settings}` for a 4-step checkpoint (`DISTILLED_MODEL`): each mode it makes, at the preset's size, with
-    its own 4 steps and no guidance. Empty for an empty `model`; a local folder is taken to make both."""
-    if not model:
-        return {}
-    found = models.variant(model)
-    modes = found.modes if found is not None and found.modes is not None else ("t2i", "i2v")
-    if found is None or found.fixed_steps is None:
-        overrides = {**overrides, "num_inference_steps": 4, "guidance_scale": 1.0}
-    return settings_for_modes(",".join(modes), preset, seed=seed, model=model, **overrides)
 
 
 def _tier_of(size: tuple[int, int]) -> int | None:

@@ -11,6 +11,7 @@ import numpy as np
 import openai
 import pytest
 
+from cosmos3_audiovisual import modes
 from generation_form import backends, compare
 from generation_form.widget import GenerationForm
 from helpers import audiovisual_settings, media
@@ -77,9 +78,8 @@ def test_free_text_prompt_and_uploaded_image(diffusers_form, tmp_path):
 
 
 def presets_image() -> Path:
-    from helpers import prompts
 
-    return prompts.conditioning("i2v")
+    return modes.conditioning("i2v")
 
 
 def test_bad_values_are_shown_in_the_form_and_kept_in_last_error(diffusers_form):

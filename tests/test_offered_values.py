@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from cookbook_tools import notebooks
+from cosmos3_audiovisual.modes import parse_modes
 from helpers import audiovisual_settings, speeds
 from helpers.errors import CookbookError
 from tests.action_checks import check_action_run
@@ -197,7 +198,7 @@ def test_each_variation_runs_the_notebook_to_its_end(request, name: str, variati
     run_dir = None if name in notebooks.DATASET_PAIR else notebooks.run_folder_from(executed)
     preset = str(variation.get("PRESET", "smoke"))
     if name in (AV_DIFFUSERS, AV_VLLM):
-        modes = audiovisual_settings.parse_modes(str(variation.get("MODES", "t2v,i2v,t2v_sound")))
+        modes = parse_modes(str(variation.get("MODES", "t2v,i2v,t2v_sound")))
         manifest = check_run(
             run_dir,
             modes,

@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pytest
 
+from cosmos3_audiovisual import modes
 from helpers import audiovisual_settings, prompts, speeds
 from helpers.errors import InvalidSettingError
 from tests import calls
@@ -94,7 +95,7 @@ def test_text_kv_cache_gives_the_uncached_output(mode: str, monkeypatch: pytest.
     reference = _fresh_pipe()
     cached = _fresh_pipe()
     patches.cache_text_keys_values(cached)
-    image = media.load_image(prompts.conditioning("i2v")) if mode == "i2v" else None
+    image = media.load_image(modes.conditioning("i2v")) if mode == "i2v" else None
 
     want_video, want_sound = _generate(reference, mode, image=image)
     for _ in range(2):  # a second call must re-record the cache, not reuse the first call's
@@ -169,7 +170,7 @@ def test_first_frame_2d_gives_the_3d_output_and_runs_the_first_frame_only_in_2d(
     )
     reference, switched = _fresh_pipe(), _fresh_pipe()
     patches.decode_first_frame_in_2d(switched)
-    image = media.load_image(prompts.conditioning("i2v")) if mode == "i2v" else None
+    image = media.load_image(modes.conditioning("i2v")) if mode == "i2v" else None
     want, _ = _generate(reference, mode, steps=2, image=image)
     got, _ = _generate(switched, mode, steps=2, image=image)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
@@ -186,7 +187,7 @@ def test_zero_encode_cache_still_encodes_a_conditioning_image():
     encodes = []
     vae_encode = pipe.vae.encode
     pipe.vae.encode = lambda x, *a, **k: encodes.append(1) or vae_encode(x, *a, **k)
-    image = media.load_image(prompts.conditioning("i2v"))
+    image = media.load_image(modes.conditioning("i2v"))
     for _ in range(2):
         _generate(pipe, "i2v", steps=1, image=image)
     assert len(encodes) == 2

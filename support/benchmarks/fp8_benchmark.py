@@ -37,6 +37,7 @@ import gpu_benchmark
 import result_file
 
 from checkpoints import random_weights
+from cosmos3_audiovisual import modes
 from helpers import audiovisual_settings, media, prompts, speeds
 from tuning import fp8, patches
 from tuning.pipelines import applied, apply, skipped
@@ -217,7 +218,7 @@ def four_steps(args, save) -> None:
 
     pipe = distilled_pipeline(args)
     clock = DecodeClock(pipe)
-    image = media.load_image(prompts.conditioning("i2v"))
+    image = media.load_image(modes.conditioning("i2v"))
 
     def once(mode: str, label: str) -> dict[str, Any]:
         s = audiovisual_settings.settings_for(

@@ -30,6 +30,7 @@ from typing import Any
 import result_file
 
 from checkpoints import random_weights
+from cosmos3_audiovisual import modes
 from helpers import audiovisual_settings, prompts, speeds
 from tuning import notebook_calls
 from tuning.pipelines import applied, apply, load_pipeline, skipped
@@ -149,7 +150,7 @@ def generate(
 def _image():
     from helpers import media
 
-    return media.load_image(prompts.conditioning("i2v"))
+    return media.load_image(modes.conditioning("i2v"))
 
 
 def token_counts(pipe, mode: str, tier: str, frames: int | None) -> dict[str, int]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cosmos3_audiovisual import modes
 from helpers import media, prompts
 from helpers.audiovisual_settings import IMAGE_CONDITIONED_MODES, VIDEO_CONDITIONED_MODES, AudiovisualSettings
 from helpers.errors import CookbookError, InvalidSettingError
@@ -62,7 +63,7 @@ def build_request(
         what = {0: "no conditioning file", 1: "one conditioning file", 2: "two images: the first and the last frame"}
         raise InvalidSettingError(f"Mode {mode!r} takes {what[wanted]}, and {len(references)} were given.")
     if not references and wanted:
-        references = prompts.first_and_last() if mode == "fl2v" else (prompts.conditioning(mode),)
+        references = modes.first_and_last() if mode == "fl2v" else (modes.conditioning(mode),)
     return Request(
         mode=mode,
         prompt=text,

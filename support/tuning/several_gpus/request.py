@@ -11,7 +11,8 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 
-from helpers import audiovisual_settings, models, speeds
+from cosmos3_audiovisual import modes
+from helpers import models, speeds
 from helpers.audiovisual_settings import AudiovisualSettings
 from helpers.errors import InvalidSettingError
 from helpers.settings import check_guardrails
@@ -70,9 +71,7 @@ class Request:
         }
         named = []
         for tier in tiers:
-            for mode, s in audiovisual_settings.settings_for_modes(
-                self.modes, self.preset, tier=tier, **overrides
-            ).items():
+            for mode, s in modes.settings_for_modes(self.modes, self.preset, tier=tier, **overrides).items():
                 named.append((f"{mode}_{tier}" if len(tiers) > 1 else mode, s))
         return named
 

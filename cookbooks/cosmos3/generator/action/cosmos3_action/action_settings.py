@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from helpers import models
 from helpers.canvases import canvas
 from helpers.errors import InvalidSettingError, allowed
 from helpers.settings import Family, Preset, VideoOnATier, check_steps, presets
@@ -292,6 +293,22 @@ def settings_for(
     family's overrides (`_OVERRIDES`; each error names the field and the allowed values). A published 4-step
     checkpoint as `model` is refused: it has no action tasks."""
     return FAMILY.settings_for(task, preset, seed=seed, model=model, tier=tier, **overrides)
+
+
+POLICY_DROID = "nvidia/Cosmos3-Nano-Policy-DROID"
+
+
+def policy_model(model: str, policy_model: str = "auto") -> str:
+    """The checkpoint that runs the policy task next to `model`. "auto": NVIDIA's DROID policy checkpoint for a
+    published one; the policy-shaped random checkpoint (action heads, no sound pathway) for `tiny`; `model` itself
+    otherwise (a random Nano carries the same action heads, and a folder is the reader's choice)."""
+    if policy_model != "auto":
+        return policy_model
+    if model.startswith("tiny"):
+        return "tiny-nosound"
+    if models.variant(model) is not None or model == POLICY_DROID:
+        return POLICY_DROID
+    return model
 
 
 def check_actions(actions: Any, s: ActionSettings) -> np.ndarray:

@@ -193,7 +193,7 @@ def test_only_the_tuning_notebook_the_benchmarks_and_tuning_itself_import_tuning
         f"{module} imports {imported}"
         for module, imports in _graph().items()
         for imported in imports
-        if imported.split(".")[0] == "tuning" and module.split(".")[0] not in ("tuning", "cookbook_tools")
+        if imported.split(".")[0] == "tuning" and module.split(".")[0] != "tuning"
     ]
     for notebook in (REPO / "cookbooks").rglob("run_with_*.ipynb"):
         wrong += [f"{notebook.name} imports {m}" for m in _notebook_imports(notebook) if m.startswith("tuning")]

@@ -416,31 +416,12 @@ def endpoint(
     return Endpoint(server.base_url, key, server)
 
 
-def connect(
-    base_url: str,
-    *,
-    model: str,
-    api_key: str = "",
-    device: str = "auto",
-    guardrails: str = "auto",
-    speed: str = "none",
-    family: str = "audiovisual",
-    progress: bool = True,
-    deadline_s: float = 600.0,
-) -> Endpoint:
-    """A notebook's connection to its server, in one call: `endpoint` (`base_url="auto"` starts a local server on
-    `model`), a lesson cell's lost connection explained in IPython (`Endpoint.explain_lost_connections_in`), and the
-    wait until the server is ready, whose answer gives the name it serves (`Endpoint.model`)."""
-    found = endpoint(
-        base_url,
-        model=model,
-        api_key=api_key,
-        device=device,
-        guardrails=guardrails,
-        speed=speed,
-        family=family,
-        progress=progress,
-    )
+def connect(base_url: str, *, deadline_s: float = 600.0, **where: Any) -> Endpoint:
+    """A notebook's connection to its server, in one call: `endpoint(base_url, **where)` (`model`, `api_key`,
+    `device`, `guardrails`, `speed`, `family`, `progress`; `base_url="auto"` starts a local server on `model`), a
+    lesson cell's lost connection explained in IPython (`Endpoint.explain_lost_connections_in`), and the wait until
+    the server is ready, whose answer gives the name it serves (`Endpoint.model`)."""
+    found = endpoint(base_url, **where)
     from IPython import get_ipython
 
     found.explain_lost_connections_in(get_ipython())

@@ -1,5 +1,6 @@
-"""The audiovisual family's settings: images, videos and sound, in the shape every family's settings share
-(`helpers.settings`): `PRESETS`, `settings_for(task, preset, *, seed, model, **overrides)` and a settings class.
+"""The settings of images, videos and sound: the audiovisual family's modes, which the dataset family makes too.
+A table in the shape every family's settings share (`helpers.settings.Family`): `PRESETS`, `settings_for(task,
+preset, *, seed, model, tier, **overrides)` and a settings class.
 
 One `AudiovisualSettings` object feeds both backends: the `pipe(...)` call of the Diffusers notebook and the form
 fields of the vLLM-Omni request. Sizes and steps come from a preset and its overrides, never from edited code. How
@@ -15,7 +16,7 @@ from typing import Any
 from helpers import models
 from helpers.canvases import ASPECT_RATIOS, CANVASES
 from helpers.errors import InvalidSettingError, allowed
-from helpers.settings import Preset, check_seed, check_steps, check_tier, get_preset, presets
+from helpers.settings import TIERS, Family, Preset, check_steps, check_tier, presets
 
 MODES: tuple[str, ...] = ("t2i", "t2v", "i2v", "v2v", "t2v_sound", "i2v_sound", "v2v_sound", "fl2v")
 MODE_TITLES: dict[str, str] = {
@@ -33,8 +34,8 @@ IMAGE_CONDITIONED_MODES: frozenset[str] = frozenset({"i2v", "i2v_sound"})
 # Modes whose `pipe(...)` call takes `video=`: a clip to continue, or (fl2v) the first and the last frame.
 VIDEO_CONDITIONED_MODES: frozenset[str] = frozenset({"v2v", "v2v_sound", "fl2v"})
 
-# The audiovisual tiers' sizes at each aspect ratio: the shared table.
-SIZES: dict[int, dict[str, tuple[int, int]]] = {tier: CANVASES[tier] for tier in (256, 480, 720)}
+# The tiers' sizes at each aspect ratio: the shared table.
+SIZES: dict[int, dict[str, tuple[int, int]]] = {tier: CANVASES[tier] for tier in TIERS}
 FPS_CHOICES: tuple[int, ...] = (10, 16, 24, 30)  # vLLM-Omni's Cosmos 3 recipes and NVIDIA's README
 # NVIDIA's framework caps a video at 400 / 300 / 200 frames at 256p / 480p / 720p (docs/faq.md, args.py); frames are
 # 4k+1 (the VAE packs 4 pictures into each latent frame after the first), so these are the longest allowed.
@@ -103,7 +104,6 @@ PRESETS: dict[str, Preset] = presets(
     Preset("published", tier=None, num_frames=None, steps=None),
 )
 _OVERRIDES = (
-    "tier",
     "aspect_ratio",
     "width",
     "height",
@@ -116,40 +116,16 @@ _OVERRIDES = (
 )
 
 
-def parse_modes(modes: str | list[str] | tuple[str, ...]) -> list[str]:
-    """Turn `"t2v, i2v"` (or a list) into a validated list of modes, in the order given, without repeats."""
-    items = modes.split(",") if isinstance(modes, str) else list(modes)
-    chosen: list[str] = []
-    for raw in items:
-        mode = raw.strip()
-        if not mode:
-            continue
-        if mode == "all":
-            chosen.extend(m for m in MODES if m not in chosen)
-            continue
-        if mode not in MODES:
-            raise InvalidSettingError(f"Unknown mode {mode!r} in MODES. Allowed modes: {allowed(MODES)} (or 'all').")
-        if mode not in chosen:
-            chosen.append(mode)
-    if not chosen:
-        raise InvalidSettingError(f"No mode selected. Set MODES to a comma-separated list of: {allowed(MODES)}.")
-    return chosen
-
-
-def parse_presets(names: str) -> list[str]:
-    """Turn `"draft, published"` into a validated list of preset names (empty text: an empty list)."""
-    return [get_preset(PRESETS, n.strip()).name for n in names.split(",") if n.strip()]
-
-
 def size_for(tier: int, aspect_ratio: str = "16:9") -> tuple[int, int]:
     """(width, height) of a resolution tier at an aspect ratio."""
-    if tier not in SIZES:
-        raise InvalidSettingError(f"TIER={tier!r} is not a resolution tier. Allowed: {allowed(SIZES)}.")
-    if aspect_ratio not in SIZES[tier]:
+    if check_tier(tier) is None:
+        raise InvalidSettingError(f"TIER={tier!r} names no size: give one of {allowed(TIERS)}.", "TIER")
+    sizes = SIZES[tier]
+    if aspect_ratio not in sizes:
         raise InvalidSettingError(
-            f"ASPECT_RATIO={aspect_ratio!r} is not an aspect ratio. Allowed: {allowed(ASPECT_RATIOS)}."
+            f"ASPECT_RATIO={aspect_ratio!r} is not an aspect ratio. Allowed: {allowed(ASPECT_RATIOS)}.", "ASPECT_RATIO"
         )
-    return SIZES[tier][aspect_ratio]
+    return sizes[aspect_ratio]
 
 
 def check_size(width: int, height: int) -> None:
@@ -190,13 +166,12 @@ def check_fps(fps: int) -> None:
         raise InvalidSettingError(f"fps={fps!r} is not allowed. Allowed frame rates: {allowed(FPS_CHOICES)}.")
 
 
-def _size(p: Preset, is_image: bool, given: dict[str, Any], published_tier: int) -> tuple[int, int]:
+def _size(p: Preset, tier: int | None, is_image: bool, given: dict[str, Any], published_tier: int) -> tuple[int, int]:
     """The picture's size: width and height as given, or the tier (TIER, else the preset's, else the checkpoint's
     published one) at the aspect ratio (16:9 for a video, 1:1 for an image); a published image without either is
     NVIDIA's 1024x1024."""
     if ("width" in given) != ("height" in given):
         raise InvalidSettingError("Give width and height together (or neither, to use the preset's size).")
-    tier = check_tier(given.get("tier"))
     if "width" in given:
         if tier is not None or "aspect_ratio" in given:
             raise InvalidSettingError("Give either width and height, or tier and aspect_ratio, not both.")
@@ -207,23 +182,15 @@ def _size(p: Preset, is_image: bool, given: dict[str, Any], published_tier: int)
     return size_for(tier or published_tier, given.get("aspect_ratio", "1:1" if is_image else "16:9"))
 
 
-def settings_for(
-    task: str, preset: str = "published", *, seed: int = 0, model: str = "", **overrides: Any
+def _build(
+    mode: str, p: Preset, tier: int | None, given: dict[str, Any], *, seed: int, model: str
 ) -> AudiovisualSettings:
-    """The settings of one mode (`task`: "t2v", "i2v", ...) under a named preset, with validated overrides
-    (`_OVERRIDES`; an invalid value raises `InvalidSettingError` naming the allowed ones). A published checkpoint's
-    `model` brings its own defaults and limits (`helpers.models`)."""
-    mode = task
+    """The settings of one mode under the checked preset, tier and seed (`FAMILY`, `settings_for`)."""
     if mode not in MODES:
-        raise InvalidSettingError(f"Unknown mode {mode!r}. Allowed modes: {allowed(MODES)}.")
-    unknown = sorted(set(overrides) - set(_OVERRIDES))
-    if unknown:
-        raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {allowed(_OVERRIDES)}.")
-    p = get_preset(PRESETS, preset)
-    given = {k: v for k, v in overrides.items() if v is not None}
+        raise InvalidSettingError(f"Unknown mode {mode!r}. Allowed modes: {allowed(MODES)}.", "MODES")
     is_image = mode == "t2i"
     variant = models.variant(model)
-    width, height = _size(p, is_image, given, max(variant.tiers) if variant else PUBLISHED_TIER)
+    width, height = _size(p, tier, is_image, given, max(variant.tiers) if variant else PUBLISHED_TIER)
     check_size(width, height)
 
     enable_sound = bool(given.get("enable_sound", mode in SOUND_MODES))
@@ -268,10 +235,21 @@ def settings_for(
         num_inference_steps=steps,
         guidance_scale=guidance,
         flow_shift=shift,
-        seed=check_seed(seed),
+        seed=seed,
         enable_sound=enable_sound,
         preset=p.name,
     )
+
+
+FAMILY = Family("audiovisual", PRESETS, _OVERRIDES, _build)
+
+
+def settings_for(
+    task: str, preset: str = "published", *, seed: int = 0, model: str = "", tier: Any = None, **overrides: Any
+) -> AudiovisualSettings:
+    """The settings of one mode (`task`: "t2v", "i2v", ...) under a named preset: `FAMILY.settings_for`, the entry
+    every family shares (`helpers.settings.Family`), with this family's overrides (`_OVERRIDES`)."""
+    return FAMILY.settings_for(task, preset, seed=seed, model=model, tier=tier, **overrides)
 
 
 def _for_variant(
@@ -293,13 +271,14 @@ def _for_variant(
             else ""
         )
         raise InvalidSettingError(
-            f"MODEL={model!r} makes {allowed(v.modes)} only; drop {mode!r} from MODES.{distilled}"
+            f"MODEL={model!r} makes {allowed(v.modes)} only; drop {mode!r} from MODES.{distilled}", "MODES"
         )
     tier = _tier_of((width, height))
     if tier is not None and tier not in v.tiers:
         raise InvalidSettingError(
             f"MODEL={model!r} makes {allowed(v.tiers)} videos; {width}x{height} is {tier}p: "
-            f"set TIER to one of those (or PRESET='draft')."
+            f"set TIER to one of those (or PRESET='draft').",
+            "TIER",
         )
     if mode == "t2i" and (width, height) == PUBLISHED_IMAGE_SIZE and "width" not in given:
         width, height = v.image_size
@@ -313,35 +292,6 @@ def _for_variant(
             )
         steps, guidance = v.fixed_steps, 1.0
     return steps, float(guidance), float(shift), (width, height)
-
-
-def makes(model: str, mode: str) -> bool:
-    """Whether `model` makes `mode`: a published checkpoint makes its own modes; anything else makes every one."""
-    v = models.variant(model)
-    return v is None or v.modes is None or mode in v.modes
-
-
-def settings_for_modes(
-    modes: str | list[str], preset: str = "published", *, seed: int = 0, model: str = "", **overrides: Any
-) -> dict[str, AudiovisualSettings]:
-    """`{mode: settings}` for comma-separated modes, in order, with the same overrides; an empty aspect ratio or a
-    TIER of 0 (a notebook parameter left as it is) means the preset's own size."""
-    given = {k: v for k, v in overrides.items() if v not in ("", 0, None)}
-    return {mode: settings_for(mode, preset, seed=seed, model=model, **given) for mode in parse_modes(modes)}
-
-
-def distilled_settings(
-    model: str, preset: str = "published", *, seed: int = 0, **overrides: Any
-) -> dict[str, AudiovisualSettings]:
-    """`{mode: settings}` for a 4-step checkpoint (`DISTILLED_MODEL`): each mode it makes, at the preset's size, with
-    its own 4 steps and no guidance. Empty for an empty `model`; a local folder is taken to make both."""
-    if not model:
-        return {}
-    found = models.variant(model)
-    modes = found.modes if found is not None and found.modes is not None else ("t2i", "i2v")
-    if found is None or found.fixed_steps is None:
-        overrides = {**overrides, "num_inference_steps": 4, "guidance_scale": 1.0}
-    return settings_for_modes(",".join(modes), preset, seed=seed, model=model, **overrides)
 
 
 def _tier_of(size: tuple[int, int]) -> int | None:

@@ -7,12 +7,10 @@ A tier's canvas depends on the picture's shape. The audiovisual notebooks pick i
 
 from __future__ import annotations
 
-from helpers.errors import InvalidSettingError, allowed
-
 ASPECT_RATIOS: tuple[str, ...] = ("16:9", "4:3", "1:1", "3:4", "9:16")
 # (width, height) of each tier at each aspect ratio: vLLM-Omni 0.30.0's Cosmos 3 table, NVIDIA's README, and
 # diffusers 0.42.1's action and transfer bins, in their order (tests/test_canvases.py reads diffusers' own). 704 is
-# the action and transfer families' only; the audiovisual notebooks name the others "256p", "480p", "720p".
+# one of diffusers' bins, kept so that the table is theirs; no family offers it (`helpers.settings.TIERS`).
 CANVASES: dict[int, dict[str, tuple[int, int]]] = {
     256: {"1:1": (256, 256), "4:3": (320, 256), "3:4": (256, 320), "16:9": (320, 192), "9:16": (192, 320)},
     480: {"1:1": (640, 640), "4:3": (736, 544), "3:4": (544, 736), "16:9": (832, 480), "9:16": (480, 832)},
@@ -21,14 +19,6 @@ CANVASES: dict[int, dict[str, tuple[int, int]]] = {
 }
 
 
-def check_tier(tier: int, family: str = "action") -> int:
-    """`resolution_tier` for the action and transfer families (`family` names which, for the message)."""
-    if tier not in CANVASES:
-        raise InvalidSettingError(f"resolution_tier={tier!r} is not a {family} tier. Allowed: {allowed(CANVASES)}.")
-    return tier
-
-
 def canvas(width: int, height: int, tier: int) -> tuple[int, int]:
-    """The tier's canvas whose shape is closest to `width` x `height`."""
-    check_tier(tier)
+    """The tier's canvas whose shape is closest to `width` x `height` (a tier `helpers.settings.check_tier` took)."""
     return min(CANVASES[tier].values(), key=lambda size: abs(size[1] / size[0] - height / width))

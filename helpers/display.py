@@ -81,39 +81,6 @@ def waveform(path: str | os.PathLike[str]) -> Any:
     return Image(data=png.getvalue(), format="png")
 
 
-def long_video_plot(video: Any, sound: Any, sample_rate: int, plan: Any, around_s: float = 0.25) -> Any:
-    """A long video's seams (`helpers.long_video.Plan`), as a PNG image: the step between neighbouring frames along
-    the video with each seam dashed, and the sound's waveform around the first seam with its crossfade shaded."""
-    import numpy as np
-    from IPython.display import Image
-    from matplotlib.figure import Figure
-
-    from helpers.long_video import CROSSFADE_S
-
-    frames = np.asarray(video, np.float32)
-    steps = np.abs(frames[1:] - frames[:-1]).mean(axis=(1, 2, 3))
-    fig = Figure(figsize=(8, 4))
-    top, bottom = fig.subplots(2, 1)
-    top.plot(np.arange(1, len(frames)), steps, linewidth=1)
-    for seam in plan.seams:
-        top.axvline(seam, color="tab:red", linestyle="--", linewidth=1)
-    top.set_xlabel("frame")
-    top.set_ylabel("step (levels)")
-    top.set_title("step from the frame before; seams dashed", fontsize="medium")
-    seam_s = plan.seams[0] / plan.fps
-    first, last = (max(0, round((seam_s + d) * sample_rate)) for d in (-around_s, around_s))
-    samples = np.asarray(sound, np.float32)[:, first:last]
-    t = np.arange(first, first + samples.shape[1]) / sample_rate
-    for channel in samples:
-        bottom.plot(t, channel, linewidth=0.6)
-    bottom.axvspan(seam_s - CROSSFADE_S, seam_s, color="tab:red", alpha=0.2)
-    bottom.set_xlabel("seconds (the first seam's crossfade shaded)")
-    fig.tight_layout()
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=100)
-    return Image(data=png.getvalue(), format="png")
-
-
 def audio(path: str | os.PathLike[str]) -> Any:
     from IPython.display import Audio
 

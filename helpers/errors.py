@@ -10,7 +10,12 @@ class CookbookError(Exception):
 
 
 class InvalidSettingError(CookbookError, ValueError):
-    """A preset, mode or generation setting is not one of the allowed values."""
+    """A preset, mode or generation setting is not one of the allowed values. `parameter` names the notebook
+    parameter or keyword at fault, where the check knows it (a spec file maps it to its own field)."""
+
+    def __init__(self, message: str, parameter: str | None = None):
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class MediaError(CookbookError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import tempfile
 import wave
@@ -338,3 +339,28 @@ def png_bytes(image: Any) -> bytes:
     buffer = io.BytesIO()
     image.convert("RGB").save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def write_array(stem: str | os.PathLike[str], array: Any, about: dict[str, Any]) -> tuple[Path, Path]:
+    """A float32 array as `<stem>.npy` and its description as `<stem>.json` (its shape, then `about`), so that anyone
+    can read the numbers back without this package. Returns both paths."""
+    array = np.asarray(array, dtype=np.float32)
+    stem = Path(stem)
+    npy, meta = stem.with_suffix(".npy"), stem.with_suffix(".json")
+    np.save(npy, array)
+    description = {"shape": list(array.shape), "dtype": "float32", **about, "file": npy.name}
+    meta.write_text(json.dumps(description, indent=2) + "\n")
+    return npy, meta
+
+
+def read_array(path: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, Any]]:
+    """The array and the description of a `write_array` pair, from either of its two paths."""
+    path = Path(path)
+    npy, meta = path.with_suffix(".npy"), path.with_suffix(".json")
+    if not npy.is_file() or not meta.is_file():
+        raise MediaError(f"An array file is a pair {npy.name} + {meta.name}; {path.parent} lacks one of them.")
+    array = np.load(npy)
+    about = json.loads(meta.read_text())
+    if list(array.shape) != about.get("shape"):
+        raise MediaError(f"{npy} holds shape {list(array.shape)} but {meta.name} says {about.get('shape')}.")
+    return array, about

@@ -149,19 +149,3 @@ def variant(model: str) -> Variant | None:
         offered = "'@fp8'" if found.fp8_revision else "none"
         raise InvalidSettingError(f"MODEL={model!r}: {model_id} has no revision {revision!r}. Revisions: {offered}.")
     return found
-
-
-POLICY_DROID = "nvidia/Cosmos3-Nano-Policy-DROID"
-
-
-def policy_model(model: str, policy_model: str = "auto") -> str:
-    """The checkpoint that runs the policy task next to `model`. "auto": NVIDIA's DROID policy checkpoint for a
-    published one; the policy-shaped random checkpoint (action heads, no sound pathway) for `tiny`; `model` itself
-    otherwise (a random Nano carries the same action heads, and a folder is the reader's choice)."""
-    if policy_model != "auto":
-        return policy_model
-    if model.startswith("tiny"):
-        return "tiny-nosound"
-    if variant(model) is not None or model == POLICY_DROID:
-        return POLICY_DROID
-    return model

@@ -10,18 +10,18 @@ from __future__ import annotations
 import json
 import re
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from helpers.assets import asset_path
-from helpers.audiovisual_settings import MODE_TITLES, MODES, AudiovisualSettings
-from helpers.errors import InvalidSettingError, MediaError
+from helpers.audiovisual_settings import MODES, AudiovisualSettings
+from helpers.errors import InvalidSettingError
 
 COOKBOOK_KEY = "_cookbook"
 
 
 @cache
-def _read(name: str) -> dict[str, Any]:
+def bundled(name: str) -> dict[str, Any]:
+    """A bundled prompt file (assets/prompts/<name>.json) as it is; treat it as read-only."""
     path = asset_path(f"prompts/{name}.json")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -40,60 +40,18 @@ def _check_mode(mode: str) -> None:
 def load(mode: str) -> dict[str, Any]:
     """The structured caption for a mode (a fresh copy, without the `_cookbook` block)."""
     _check_mode(mode)
-    return {k: v for k, v in json.loads(json.dumps(_read(mode))).items() if k != COOKBOOK_KEY}
+    return {k: v for k, v in json.loads(json.dumps(bundled(mode))).items() if k != COOKBOOK_KEY}
 
 
 def about(mode: str) -> dict[str, Any]:
+    """The `_cookbook` block of a mode's bundled prompt: its title and the conditioning files it goes with."""
     _check_mode(mode)
-    return dict(_read(mode).get(COOKBOOK_KEY, {}))
-
-
-def conditioning(mode: str) -> Path:
-    """The bundled image or video that the prompt of an i2v / v2v mode continues."""
-    name = about(mode).get("conditioning")
-    if not name:
-        raise InvalidSettingError(f"Mode {mode!r} takes no conditioning image or video.")
-    return asset_path(name)
-
-
-def first_and_last(paths: str = "", mode: str = "fl2v") -> tuple[Path, Path]:
-    """fl2v's first and last frame: `paths` as "first.png,last.png" (the FIRST_LAST parameter), or the bundled pair."""
-    if not paths.strip():
-        return asset_path(about(mode)["conditioning"]), asset_path(about(mode)["last_frame"])
-    given = [Path(p.strip()).expanduser() for p in paths.split(",") if p.strip()]
-    if len(given) != 2:
-        raise InvalidSettingError(
-            f"FIRST_LAST={paths!r} must name two images, the first and the last frame: a.png,b.png"
-        )
-    for path in given:
-        if not path.is_file():
-            raise InvalidSettingError(f"FIRST_LAST names {str(path)!r}, which is not a file. Give two image paths.")
-    return given[0], given[1]
-
-
-def check_conditioning(image: str = "", video: str = "", first_last: str = "") -> None:
-    """The notebook's IMAGE, VIDEO and FIRST_LAST, opened before any model loads or server starts."""
-    from helpers import media
-
-    given = [("IMAGE", image, media.load_image), ("VIDEO", video, lambda p: media.read_frames(p, max_frames=1))]
-    given += [("FIRST_LAST", str(p), media.load_image) for p in (first_and_last(first_last) if first_last else ())]
-    for name, path, read in given:
-        if path:
-            try:
-                read(Path(path).expanduser())
-            except MediaError as exc:
-                raise MediaError(f"{name}={path!r} cannot be used: {exc}") from exc
-
-
-def chapters() -> list[dict[str, Any]]:
-    """The long video's chapters (assets/prompts/long_video.json): one short structured caption per chunk, in order,
-    each going on from the one before."""
-    return [dict(chapter) for chapter in json.loads(json.dumps(_read("long_video")["chapters"]))]
+    return dict(bundled(mode).get(COOKBOOK_KEY, {}))
 
 
 def negative_prompt(mode: str = "t2v") -> str:
     """The bundled negative prompt for a video mode; none for an image, as NVIDIA's framework samples images."""
-    return "" if mode == "t2i" else str(_read("negative")["negative_prompt"])
+    return "" if mode == "t2i" else str(bundled("negative")["negative_prompt"])
 
 
 def is_structured(prompt: str) -> bool:
@@ -158,17 +116,3 @@ def count_words(value: Any) -> int:
     if isinstance(value, list | tuple):
         return sum(count_words(v) for v in value)
     return 0
-
-
-def describe(modes: list[str] | tuple[str, ...] = MODES) -> list[dict[str, Any]]:
-    """One row per mode: its title, prompt title, word count and conditioning file."""
-    return [
-        {
-            "mode": mode,
-            "what": MODE_TITLES[mode],
-            "prompt": about(mode).get("title", ""),
-            "words": count_words(load(mode)),
-            "conditioning": ", ".join(about(mode)[k] for k in ("conditioning", "last_frame") if about(mode).get(k)),
-        }
-        for mode in modes
-    ]

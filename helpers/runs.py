@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from helpers import actions, environment, media
+from helpers import environment, media
 from helpers.errors import MediaError, OutOfMemoryAdviceError, SoundNotSupportedError
 from helpers.settings import PRESET_MEANINGS, Settings
 
@@ -178,8 +178,8 @@ class Run:
         """Record a file written into this run's folder under `mode`: the one way a file enters the manifest.
 
         The file is read back, so the manifest says what it really holds, not what was asked: a picture, a video
-        (with its AAC track) or a WAV is probed; an action file (`.npy` or `.json` of a pair, `actions.write`)
-        gives its rows. A file made outside the presets has no settings and no timing.
+        (with its AAC track) or a WAV is probed; an array file (`.npy` or `.json` of a pair, `media.write_array`: the
+        action family's actions) gives its rows. A file made outside the presets has no settings and no timing.
         """
         path = Path(file).resolve()
         if not path.is_relative_to(self.path.resolve()):
@@ -196,7 +196,7 @@ class Run:
             "extra": extra,
         }
         if path.suffix in (".npy", ".json"):
-            array, about = actions.read(path)
+            array, about = media.read_array(path)
             output = Output(
                 kind="actions",
                 width=0,
@@ -221,15 +221,6 @@ class Run:
         self.outputs.append(output)
         self._write_manifest()
         return output
-
-    def add_actions(self, name: str, array: Any, settings: Any, **about: Any) -> Path:
-        """Write an action file pair `<name>.npy` + `<name>.json` (`helpers.actions.write`: the settings' domain,
-        task, frame rate and units, plus `about`) and add both. Returns the `.npy` path."""
-        about = {"domain_name": settings.domain_name, "task": settings.task, "fps": settings.fps, **about}
-        npy, meta = actions.write(self.path / self.free_stem(name), array, about)
-        for file in (npy, meta):
-            self.add(name, file, settings)
-        return npy
 
     def file_for(self, mode: str, suffix: str) -> Path:
         return self.path / f"{mode}{suffix}"

@@ -1,17 +1,21 @@
 """The vocabulary every notebook shares, whatever it generates: the presets (one shape, one name for one meaning in
-every family), the resolution tiers, GUARDRAILS, seeds, and what a CPU makes in seconds.
+every family), the resolution tiers, GUARDRAILS, seeds, what a CPU makes in seconds, and the one entry from a
+family's table to its settings.
 
-Each family's settings module (`audiovisual_settings`, `action_settings`, `transfer_settings`) has the same shape:
-`PRESETS` built from `Preset`, `settings_for(task, preset, *, seed, model, **overrides)` returning one settings
-object, and a settings class that `helpers.runs` records one way (`Settings`).
+Each family's settings (`helpers.audiovisual_settings`, `cosmos3_action.action_settings`,
+`cosmos3_transfer.transfer_settings`) are a table, a `Family`: its `PRESETS` built from `Preset`, the overrides it
+takes and how one task becomes settings. Every family's `settings_for(task, preset, *, seed, model, tier,
+**overrides)` is `Family.settings_for` on its table, so the same keywords mean the same thing and are checked once,
+here; what it returns is a settings object that `helpers.runs` records one way (`Settings`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from helpers import models
 from helpers.canvases import CANVASES
 from helpers.errors import InvalidSettingError, allowed
 
@@ -21,8 +25,8 @@ PRESET_MEANINGS: dict[str, str] = {
     "draft": "the 256p tier: quick looks at a prompt or a control before a full run",
     "published": "NVIDIA's published settings for the task: its tier, length and steps",
 }
-# The resolution tiers NVIDIA publishes (the tier is the shorter side of a 16:9 picture); 704 is diffusers' action
-# and transfer bin, which the notebooks do not offer.
+# The resolution tiers NVIDIA publishes (the tier is the shorter side of a 16:9 picture), in every family; 704 is a
+# bin of diffusers' action and transfer canvases (`helpers.canvases`) that the cookbook does not offer.
 TIERS: tuple[int, ...] = (256, 480, 720)
 GUARDRAIL_CHOICES: tuple[str, ...] = ("auto", "on", "off")
 # A CPU takes what the tiny checkpoint makes in about a quarter of a minute on two cores: its video decoder, most of
@@ -60,17 +64,18 @@ def presets(*table: Preset) -> dict[str, Preset]:
 
 def get_preset(table: dict[str, Preset], name: str) -> Preset:
     if name not in table:
-        raise InvalidSettingError(f"PRESET={name!r} is not a preset. Allowed: {allowed(table)}.")
+        raise InvalidSettingError(f"PRESET={name!r} is not a preset. Allowed: {allowed(table)}.", "PRESET")
     return table[name]
 
 
 def check_tier(tier: Any) -> int | None:
-    """TIER as a notebook gives it: 0 or None for the preset's own, else one of `TIERS`."""
+    """The one tier check, for every family: TIER as a notebook gives it (the `tier` keyword), 0 or None for the
+    preset's own, else one of `TIERS`."""
     if tier in (0, None):
         return None
     if isinstance(tier, bool) or tier not in TIERS:
         raise InvalidSettingError(
-            f"TIER={tier!r} is not a resolution tier. Allowed: {allowed(TIERS)} (or 0 for the preset's own)."
+            f"TIER={tier!r} is not a resolution tier. Allowed: {allowed(TIERS)} (or 0 for the preset's own).", "TIER"
         )
     return int(tier)
 
@@ -83,7 +88,7 @@ def check_guardrails(value: str) -> str:
 
 def check_seed(seed: Any) -> int:
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
-        raise InvalidSettingError(f"seed={seed!r} is not allowed: use a whole number from 0 to 2**63-1.")
+        raise InvalidSettingError(f"seed={seed!r} is not allowed: use a whole number from 0 to 2**63-1.", "seed")
     return seed
 
 
@@ -113,6 +118,53 @@ class VideoOnATier:
     def pixel_frames(self) -> int:
         width, height = largest_canvas(self.resolution_tier)  # type: ignore[attr-defined]
         return width * height * self.num_frames  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family's settings table, which `settings_for` reads: its presets, the overrides it takes besides `tier`,
+    why it refuses a field another family takes (`refused`), what a 4-step checkpoint cannot make in it
+    (`full_checkpoint`: empty where it makes what it can), and `build`, which makes one task's settings from the
+    checked preset, tier, seed and the overrides given: `build(task, preset, tier, given, seed=..., model=...)`."""
+
+    name: str
+    presets: dict[str, Preset]
+    overrides: tuple[str, ...]
+    build: Callable[..., Any]
+    refused: Mapping[str, str] = field(default_factory=dict)
+    full_checkpoint: str = ""
+
+    def settings_for(
+        self,
+        task: Any,
+        preset: str = "published",
+        *,
+        seed: int = 0,
+        model: str = "",
+        tier: Any = None,
+        **overrides: Any,
+    ) -> Any:
+        """The one entry, for every family: the settings of one `task` under a named preset, with validated
+        overrides. `tier` (256, 480 or 720; 0 or None: the preset's own) changes the size and keeps the preset's
+        frames and steps; a published checkpoint's `model` brings its own defaults and limits (`helpers.models`).
+        A wrong value raises `InvalidSettingError` naming the field and the allowed values."""
+        for key in overrides:
+            if key in self.refused:
+                raise InvalidSettingError(self.refused[key], key)
+        unknown = sorted(set(overrides) - set(self.overrides))
+        if unknown:
+            raise InvalidSettingError(
+                f"Unknown setting(s) {unknown}. Allowed overrides: {allowed(('tier', *self.overrides))}.", unknown[0]
+            )
+        p = get_preset(self.presets, preset)
+        if self.full_checkpoint and (v := models.variant(model)) is not None and v.fixed_steps is not None:
+            raise InvalidSettingError(
+                f"MODEL={model!r} is a 4-step distilled checkpoint, which makes images and image-to-video only: use "
+                f"a full checkpoint (nvidia/Cosmos3-Nano) for {self.full_checkpoint}.",
+                "MODEL",
+            )
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return self.build(task, p, check_tier(tier), given, seed=check_seed(seed), model=model)
 
 
 class Settings(Protocol):

@@ -2,7 +2,7 @@
 
 Two scenes are drawn with numpy and Pillow from known camera or gripper poses, so every clip comes with the exact
 trajectory it was rendered from, and every trajectory is stored as the actions Cosmos 3 reads (9-D pose deltas,
-NVIDIA's "backward framewise" convention, `helpers.trajectories`):
+NVIDIA's "backward framewise" convention, `cosmos3_action.trajectories`):
 
 * a car driving a two-lane road that bends left: 61 frames at 10 fps, 832x480, from the driver's eye
   (``av_drive``: 60 ego-pose deltas, translations in metres times 1.35 as NVIDIA's AV actions store them);
@@ -32,7 +32,7 @@ import numpy as np
 from make_conditioning_assets import write_mp4  # the same fixed, byte-exact H.264 settings
 from PIL import Image, ImageDraw
 
-from helpers import actions, trajectories
+from cosmos3_action import actions, trajectories
 
 ASSETS = Path(__file__).resolve().parents[1] / "cookbooks" / "cosmos3" / "generator" / "action" / "assets"
 SUPERSAMPLE = 2

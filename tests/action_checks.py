@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from cookbook_tools import notebooks
-from helpers import action_settings, actions, assets, canvases, media
+from cosmos3_action import action_settings, actions
+from helpers import assets, canvases, media
 
 ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR
 ROLLOUT_CHUNKS = 5  # the notebooks' default rollout of the arm, as NVIDIA's
@@ -20,9 +21,9 @@ UMI_CHUNKS = 2  # the bundled UMI trajectory: 32 steps
 
 def expected(preset: str, chunks: int) -> tuple[dict[str, tuple[str, int]], dict[str, tuple[int, int]]]:
     """The videos a run writes (name -> (domain, frames)) and its action files (name -> shape)."""
-    car = action_settings.settings_for("forward_dynamics", preset, domain_name="av")
-    arm = action_settings.settings_for("forward_dynamics", preset, domain_name="droid_lerobot")
-    umi = action_settings.settings_for("forward_dynamics", preset, domain_name="umi")
+    car = action_settings.settings_for("fd_av", preset)
+    arm = action_settings.settings_for("fd_droid_lerobot", preset)
+    umi = action_settings.settings_for("fd_umi", preset)
     videos = {"quickstart": ("av", car.num_frames), "fd_av_left_id": ("av", car.num_frames)}
     videos |= {f"fd_av_{turn}": ("av", car.num_frames) for turn in STEERING}
     videos |= {f"fd_droid_chunk{i}": ("droid_lerobot", arm.num_frames) for i in range(chunks)}

@@ -36,9 +36,9 @@ def tiny_pipe(_isolated_cache: Path):
 
 def notebook_call(pipe):
     """The audiovisual Diffusers notebook's own `generate`, defined by running its `call` cell on `pipe`."""
-    from tuning import lessons
+    from tuning import notebook_calls
 
-    return lessons.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]
+    return notebook_calls.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]
 
 
 @pytest.fixture(scope="session")

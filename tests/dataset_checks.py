@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 
 from cookbook_tools import notebooks
+from cosmos3_dataset.dataset_spec import load
 from helpers import media
 from helpers.assets import assets_dir
-from helpers.dataset_spec import load
 from local_server.server import LocalServer
 from tests.notebook_checks import execute_smoke
 

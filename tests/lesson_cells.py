@@ -17,10 +17,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tuning.lessons import cell
+from tuning.notebook_calls import cell
 
 # What a reader who pastes a cell elsewhere does not have.
-COOKBOOK_PACKAGES = ("helpers", "checkpoints", "local_server", "tuning", "generation_form", "cookbook_tools")
+COOKBOOK_PACKAGES = (
+    "helpers",
+    "cosmos3_audiovisual",
+    "cosmos3_action",
+    "cosmos3_transfer",
+    "cosmos3_dataset",
+    "checkpoints",
+    "local_server",
+    "tuning",
+    "generation_form",
+    "cookbook_tools",
+)
 PRELUDE = f"""\
 import sys
 for _name in {COOKBOOK_PACKAGES!r}:

@@ -16,7 +16,9 @@ from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
 from cookbook_tools import notebooks
-from helpers import audiovisual_settings, long_video, media
+from cosmos3_audiovisual import long_video
+from cosmos3_audiovisual.modes import distilled_settings, parse_modes
+from helpers import audiovisual_settings, media
 from helpers.assets import notebook_path
 
 ALL_MODES = list(audiovisual_settings.MODES)
@@ -65,7 +67,7 @@ def check_nbmake_run(name: str, media_dir: Path) -> None:
     """The nbmake run's one run folder under `media_dir`: every file decoded and checked (`check_run`)."""
     (run_dir,) = media_dir.iterdir()
     p = NBMAKE[name]
-    modes = audiovisual_settings.parse_modes(str(p["MODES"]))
+    modes = parse_modes(str(p["MODES"]))
     shifts = name == notebooks.PAIR[0] and "t2v" in modes  # the Diffusers notebook's flow-shift section
     aspect_ratio, long_chunks = str(p["ASPECT_RATIO"]), int(p["LONG_CHUNKS"])
     check_run(run_dir, modes, "smoke", 0, shifts=shifts, aspect_ratio=aspect_ratio, long_chunks=long_chunks)
@@ -166,7 +168,7 @@ def check_run(
     listed = sorted((o["mode"], o["kind"]) for o in outputs)
     extra = [f"t2v-vs-{p}" for p in compared] + ([f"t2v-shift{s:g}" for s in FLOW_SHIFTS] if shifts else [])
     size = {k: v for k, v in {"tier": tier, "aspect_ratio": aspect_ratio}.items() if v}
-    distilled = audiovisual_settings.distilled_settings(four_step, preset, seed=seed, **size)
+    distilled = distilled_settings(four_step, preset, seed=seed, **size)
     expected = sorted(
         [(m, kind) for m in modes for kind, _ in EXPECTED_FILES[m]]
         + [(e, "video") for e in extra]

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from cookbook_tools import notebooks
-from helpers import action_settings, actions, assets, media
+from cosmos3_action import action_settings, actions
+from helpers import assets, media
 from helpers.assets import notebook_path
 from tests.action_checks import ACTION_DIFFUSERS, ACTION_VLLM, ROLLOUT_CHUNKS, check_action_run
 from tests.conftest import SERVER_KEY
@@ -83,7 +84,7 @@ def _seed_one(pipe: object, folder: Path, monkeypatch: pytest.MonkeyPatch) -> di
     monkeypatch.syspath_prepend(str(notebook_path(ACTION_DIFFUSERS).parents[4] / "support" / "benchmarks"))
     import action_tasks
 
-    from tuning import lessons
+    from tuning import notebook_calls
     from tuning.pipelines import load_pipeline
 
     tasks = {name: rest for name, *rest in action_tasks.tasks("smoke")}
@@ -97,11 +98,11 @@ def _seed_one(pipe: object, folder: Path, monkeypatch: pytest.MonkeyPatch) -> di
         made[name] = media.read_frames(media.write_video(folder / f"{name}.mp4", video, s.fps)).astype(np.int16)
         return predicted
 
-    world_model = lessons.define(ACTION_DIFFUSERS, pipe=pipe)["act"]
+    world_model = notebook_calls.define(ACTION_DIFFUSERS, pipe=pipe)["act"]
     bundled = assets.assets_dir("action")
     act(world_model, "fd_av", "fd_av_left", actions.read(bundled / "trajectories" / "av_left.npy")[0])
     act(world_model, "fd_droid", "fd_droid_chunk0")
-    umi = action_settings.settings_for("forward_dynamics", "smoke", seed=1, domain_name="umi")
+    umi = action_settings.settings_for("fd_umi", "smoke", seed=1)
     chunk = actions.UMI_NORMALIZATION.normalize(actions.read(bundled / "trajectories" / "umi_cup.npy")[0][:16])
     start = action_tasks.fitted(umi, media.load_image(bundled / "images" / "umi_cup_start.png"))
     video, _ = world_model(umi, umi.prompt, start, action=chunk)
@@ -109,7 +110,7 @@ def _seed_one(pipe: object, folder: Path, monkeypatch: pytest.MonkeyPatch) -> di
     made["id_av_predicted"] = act(world_model, "id_av", "id_av")
     policy = load_pipeline("tiny-nosound", device="cpu")[0]  # the policy's checkpoint, as the notebook loads it
     made["policy_droid_actions"] = actions.DROID_NORMALIZATION.denormalize(
-        act(lessons.define(ACTION_DIFFUSERS, pipe=policy)["act"], "policy_droid", "policy_droid_lerobot")
+        act(notebook_calls.define(ACTION_DIFFUSERS, pipe=policy)["act"], "policy_droid", "policy_droid_lerobot")
     )
     return made
 
@@ -146,10 +147,10 @@ def test_the_benchmark_runs_the_notebooks_act_on_what_the_notebook_gives_it(
     monkeypatch.syspath_prepend(str(notebook_path(ACTION_DIFFUSERS).parents[4] / "support" / "benchmarks"))
     import action_tasks
 
-    from tuning import lessons
+    from tuning import notebook_calls
 
     name, s, picture, chunk = next(t for t in action_tasks.tasks("smoke") if t[0] == "fd_droid")
-    act = lessons.define(ACTION_DIFFUSERS, pipe=tiny_pipe[0])["act"]
+    act = notebook_calls.define(ACTION_DIFFUSERS, pipe=tiny_pipe[0])["act"]
     video, _ = act(s, s.prompt, action_tasks.fitted(s, picture), action=chunk)
     ours = media.read_frames(media.write_video(tmp_path / "act.mp4", video, s.fps))
     np.testing.assert_array_equal(ours, _frames(notebooks.run_folder_from(action_diffusers_run), "fd_droid_chunk0"))

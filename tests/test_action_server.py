@@ -11,7 +11,8 @@ import httpx
 import numpy as np
 import pytest
 
-from helpers import action_settings, actions, assets, media
+from cosmos3_action import action_settings, actions
+from helpers import assets, media
 
 # Every test here talks to the session's real vLLM-Omni server.
 pytestmark = pytest.mark.slow
@@ -43,7 +44,7 @@ def car() -> np.ndarray:
 
 
 def _settings(task: str) -> action_settings.ActionSettings:
-    return action_settings.settings_for(task, "smoke", chunk_size=CHUNK, domain_name="av")
+    return action_settings.settings_for(f"{action_settings.TASKS[task]}_av", "smoke", chunk_size=CHUNK)
 
 
 def test_inverse_dynamics_answers_with_the_actions_and_a_video(http: httpx.Client) -> None:

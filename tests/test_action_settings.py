@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from diffusers.pipelines.cosmos import pipeline_cosmos3_omni as cosmos3
 
-from helpers import action_settings
+from cosmos3_action import action_settings
 from helpers.errors import InvalidSettingError
 
 
 def test_each_embodiment_runs_as_nvidia_runs_it() -> None:
-    car = action_settings.settings_for("forward_dynamics", domain_name="av")
+    car = action_settings.settings_for("fd_av")
     assert (car.chunk_size, car.num_frames, car.fps, car.resolution_tier, car.view_point) == (
         60,
         61,
@@ -23,11 +23,11 @@ def test_each_embodiment_runs_as_nvidia_runs_it() -> None:
         "ego_view",
     )
     assert (car.num_inference_steps, car.guidance_scale, car.flow_shift, car.action_width) == (30, 1.0, 10.0, 9)
-    arm = action_settings.settings_for("forward_dynamics", domain_name="droid_lerobot")
+    arm = action_settings.settings_for("fd_droid_lerobot")
     assert (arm.chunk_size, arm.fps, arm.action_width, arm.normalized) == (16, 15, 10, True)
-    policy = action_settings.settings_for("policy", domain_name="droid_lerobot")
+    policy = action_settings.settings_for("policy_droid_lerobot")
     assert (policy.flow_shift, policy.prompt) == (5.0, "Pick up the object and place it in the target container.")
-    smoke = action_settings.settings_for("inverse_dynamics", "smoke", seed=4, domain_name="av")
+    smoke = action_settings.settings_for("id_av", "smoke", seed=4)
     assert (smoke.resolution_tier, smoke.num_inference_steps, smoke.chunk_size, smoke.seed) == (256, 2, 60, 4)
     assert smoke.mode == "id_av" and smoke.to_dict()["num_frames"] == 61
     assert all(e.source for e in action_settings.EMBODIMENTS.values())
@@ -37,40 +37,40 @@ def test_each_embodiment_runs_as_nvidia_runs_it() -> None:
     ("call", "message"),
     [
         (
-            lambda: action_settings.settings_for("dreaming", domain_name="av"),
-            "task='dreaming' is not an action task. Allowed:",
+            lambda: action_settings.settings_for("dreaming_av"),
+            "task='dreaming_av' is not an action task. Allowed:",
         ),
         (
-            lambda: action_settings.settings_for("forward_dynamics", domain_name="tank"),
+            lambda: action_settings.settings_for("fd_tank"),
             "domain_name='tank' has no preset. Allowed:",
         ),
         (
-            lambda: action_settings.settings_for("policy", domain_name="av"),
+            lambda: action_settings.settings_for("policy_av"),
             "the published one (nvidia/Cosmos3-Nano-Policy-DROID)",
         ),
         (
-            lambda: action_settings.settings_for("forward_dynamics", "huge", domain_name="av"),
+            lambda: action_settings.settings_for("fd_av", "huge"),
             "PRESET='huge' is not a preset. Allowed: 'smoke', 'draft', 'published'",
         ),
         (
-            lambda: action_settings.settings_for("forward_dynamics", chunk_size=10, domain_name="av"),
+            lambda: action_settings.settings_for("fd_av", chunk_size=10),
             "chunk_size=10 gives 11 frames",
         ),
         (
-            lambda: action_settings.settings_for("forward_dynamics", num_frames=60, domain_name="av"),
+            lambda: action_settings.settings_for("fd_av", num_frames=60),
             "num_frames must be 61",
         ),
         (
-            lambda: action_settings.settings_for("forward_dynamics", view_point="top", domain_name="av"),
+            lambda: action_settings.settings_for("fd_av", view_point="top"),
             "view_point='top' is not known",
         ),
-        (lambda: action_settings.settings_for("forward_dynamics", fps=0, domain_name="av"), "fps=0 is out of range"),
+        (lambda: action_settings.settings_for("fd_av", fps=0), "fps=0 is out of range"),
         (
-            lambda: action_settings.settings_for("forward_dynamics", resolution_tier=300, domain_name="av"),
-            "resolution_tier=300",
+            lambda: action_settings.settings_for("fd_av", tier=300),
+            "TIER=300 is not a resolution tier",
         ),
         (
-            lambda: action_settings.settings_for("forward_dynamics", guidance=2, domain_name="av"),
+            lambda: action_settings.settings_for("fd_av", guidance=2),
             "Unknown setting(s) ['guidance']",
         ),
     ],
@@ -82,7 +82,7 @@ def test_a_wrong_setting_names_the_field_and_the_allowed_values(call, message: s
 
 
 def test_actions_are_checked_against_the_embodiment() -> None:
-    s = action_settings.settings_for("forward_dynamics", chunk_size=8, domain_name="av")
+    s = action_settings.settings_for("fd_av", chunk_size=8)
     good = np.zeros((8, 9), dtype=np.float64)
     assert action_settings.check_actions(good, s).dtype == np.float32
     for wrong, message in [
@@ -113,7 +113,7 @@ def test_the_tables_are_diffusers_own() -> None:
     [("forward_dynamics", "av", "published", (832, 480)), ("policy", "droid_lerobot", "smoke", (320, 256))],
 )
 def test_the_caption_is_the_one_diffusers_builds(task: str, domain: str, preset: str, size: tuple[int, int]) -> None:
-    s = action_settings.settings_for(task, preset, domain_name=domain)
+    s = action_settings.settings_for(f"{action_settings.TASKS[task]}_{domain}", preset)
     want = cosmos3.Cosmos3OmniPipeline._build_action_json_prompt(
         s.prompt, view_point=s.view_point, num_frames=s.num_frames, fps=s.fps, height=size[1], width=size[0]
     )

@@ -5,6 +5,7 @@ import dataclasses
 
 import pytest
 
+from cosmos3_audiovisual import modes
 from helpers import audiovisual_settings
 from helpers.errors import InvalidSettingError
 
@@ -144,24 +145,24 @@ def test_text_to_image_rejects_frames_and_sound():
 
 
 def test_parse_modes_keeps_order_drops_repeats_and_rejects_unknown():
-    assert audiovisual_settings.parse_modes(" t2v, t2i ,t2v") == ["t2v", "t2i"]
-    assert audiovisual_settings.parse_modes("all") == list(audiovisual_settings.MODES)
+    assert modes.parse_modes(" t2v, t2i ,t2v") == ["t2v", "t2i"]
+    assert modes.parse_modes("all") == list(audiovisual_settings.MODES)
     with pytest.raises(InvalidSettingError, match="Allowed modes"):
-        audiovisual_settings.parse_modes("t2v,t2x")
+        modes.parse_modes("t2v,t2x")
     with pytest.raises(InvalidSettingError, match="No mode"):
-        audiovisual_settings.parse_modes(" , ")
+        modes.parse_modes(" , ")
 
 
 def test_notebook_parameters_reach_every_benchmarked_configuration():
     # docs/performance.md's rows are PRESET="published" with a TIER: e.g. 256p, 189 frames, 35 steps.
     for tier, size in ((256, "320x192"), (480, "832x480"), (720, "1280x720")):
-        (s,) = audiovisual_settings.settings_for_modes("t2v", "published", tier=tier, aspect_ratio="", seed=0).values()
+        (s,) = modes.settings_for_modes("t2v", "published", tier=tier, aspect_ratio="", seed=0).values()
         assert (s.size, s.num_frames, s.num_inference_steps, s.guidance_scale) == (size, 189, 35, 6.0)
     # A TIER of 0 and an empty ASPECT_RATIO mean the preset's own size; modes keep the order given.
-    chosen = audiovisual_settings.settings_for_modes("t2v_sound,t2i", "draft", tier=0, aspect_ratio="")
+    chosen = modes.settings_for_modes("t2v_sound,t2i", "draft", tier=0, aspect_ratio="")
     assert list(chosen) == ["t2v_sound", "t2i"] and chosen["t2v_sound"].size == "320x192"
     assert chosen["t2i"].size == "256x256"  # images are square unless ASPECT_RATIO says otherwise
-    assert audiovisual_settings.settings_for_modes("t2v", "draft", aspect_ratio="9:16")["t2v"].size == "192x320"
+    assert modes.settings_for_modes("t2v", "draft", aspect_ratio="9:16")["t2v"].size == "192x320"
 
 
 def test_published_variants_bring_their_defaults_and_limits():
@@ -172,7 +173,7 @@ def test_published_variants_bring_their_defaults_and_limits():
     with pytest.raises(InvalidSettingError, match="makes 256, 480 videos; 1280x720 is 720p"):
         audiovisual_settings.settings_for("t2v", "published", model="nvidia/Cosmos3-Edge", tier=720)
     with pytest.raises(InvalidSettingError, match="drop 't2v_sound' from MODES"):
-        audiovisual_settings.settings_for_modes("t2v,t2v_sound", "published", model="nvidia/Cosmos3-Edge")
+        modes.settings_for_modes("t2v,t2v_sound", "published", model="nvidia/Cosmos3-Edge")
     with pytest.raises(InvalidSettingError, match="at most 121 frames"):
         audiovisual_settings.settings_for("t2v", "draft", model="nvidia/Cosmos3-Edge", num_frames=189)
     distilled = audiovisual_settings.settings_for(

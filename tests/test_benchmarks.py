@@ -46,7 +46,7 @@ def test_gpu_benchmark_times_every_preset_and_a_memory_cap_in_one_process(tmp_pa
             "9",
             "--plan",
             "256p:2",
-            "--presets",
+            "--speeds",
             "baseline,fast,low_vram",
             "--caps",
             "low_vram:256p:24:2",
@@ -55,16 +55,16 @@ def test_gpu_benchmark_times_every_preset_and_a_memory_cap_in_one_process(tmp_pa
         ]
     )
     rows = json.loads(out.read_text())["rows"]
-    assert [(r["preset"], r["mode"]) for r in rows] == [
+    assert [(r["speed"], r["mode"]) for r in rows] == [
         ("baseline", "t2v"),
         ("baseline", "t2i"),
         ("fast", "t2v"),
         ("fast", "t2i"),
         ("low_vram", "t2v"),
     ]
-    image = next(r for r in rows if r["preset"] == "fast" and r["mode"] == "t2i")
+    image = next(r for r in rows if r["speed"] == "fast" and r["mode"] == "t2i")
     assert image["steps_timed"] == image["steps"] == 50 and not image["extrapolated"]  # images: every step
-    assert all("psnr_db" in r for r in rows if r["preset"] != "baseline")  # each compared with the baseline
+    assert all("psnr_db" in r for r in rows if r["speed"] != "baseline")  # each compared with the baseline
     assert rows[-1]["cap_gib"] == 24.0 and "text_tower_offload" in rows[-1]["speedups"]
     table = subprocess.run(
         [sys.executable, "support/benchmarks/gpu_benchmark.py", "--table", str(out)],

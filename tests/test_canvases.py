@@ -20,13 +20,15 @@ def test_the_canvases_are_diffusers_own() -> None:
 
 
 @pytest.mark.parametrize("family", ["action", "transfer"])
-def test_a_wrong_tier_or_speed_is_refused_naming_the_parameter_and_the_family(family: str) -> None:
-    with pytest.raises(InvalidSettingError, match=rf"resolution_tier=300 is not a {family} tier\. Allowed: 256, 480"):
-        canvases.check_tier(300, family)
+def test_a_wrong_tier_or_speed_is_refused_naming_the_parameter(family: str) -> None:
+    with pytest.raises(InvalidSettingError, match=r"TIER=300 is not a resolution tier\. Allowed: 256, 480, 720"):
+        settings.check_tier(300)
+    with pytest.raises(InvalidSettingError, match=r"TIER=704 is not a resolution tier"):  # diffusers' bin only
+        settings.check_tier(704)
     with pytest.raises(InvalidSettingError, match=r"SPEED='turbo' is not one of this notebook's speeds\. Allowed"):
         speeds.switches("turbo", family)
     assert speeds.switches("fast", family) == ("compile",)
-    assert canvases.check_tier(480, family) == 480
+    assert settings.check_tier(480) == 480
 
 
 def test_the_audiovisual_sizes_are_the_shared_tiers() -> None:

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import torch
 
+from cosmos3_audiovisual import diffusers_pipe, modes
 from generation_form import backends
-from helpers import audiovisual_settings, diffusers_pipe, media, prompts
+from helpers import audiovisual_settings, media
 from tests import calls
 
 # The size these checks were written for: 17 frames, so that fl2v's last latent frame is the fifth.
@@ -60,7 +61,7 @@ def test_fl2v_keeps_the_encodings_of_the_first_and_the_last_image_whatever_the_s
 
 
 def test_the_two_frames_travel_losslessly_and_fitted_to_the_output_size() -> None:
-    first, last = (media.load_image(p) for p in prompts.first_and_last())
+    first, last = (media.load_image(p) for p in modes.first_and_last())
     fitted = [media.fit_frame(img, 320, 192) for img in (first, last)]
     assert [f.size for f in fitted] == [(320, 192), (320, 192)]
     data = media.lossless_clip(fitted, 24)
@@ -73,9 +74,9 @@ def test_first_last_parameter_names_two_existing_images(tmp_path) -> None:
     from helpers.errors import InvalidSettingError
 
     with pytest.raises(InvalidSettingError, match="must name two images"):
-        prompts.first_and_last("only-one.png")
+        modes.first_and_last("only-one.png")
     with pytest.raises(InvalidSettingError, match="not a file"):
-        prompts.first_and_last(f"{tmp_path}/a.png,{tmp_path}/b.png")
+        modes.first_and_last(f"{tmp_path}/a.png,{tmp_path}/b.png")
 
 
 @pytest.mark.slow
@@ -86,7 +87,7 @@ def test_video_to_video_with_sound_continues_the_clip_and_makes_sound(tiny_pipe)
         pipe,
         s,
         "a ball",
-        video=media.load_video(prompts.conditioning("v2v_sound")),
+        video=media.load_video(modes.conditioning("v2v_sound")),
         condition_frame_indexes_vision=s.condition_frame_indexes,
     )
     assert s.enable_sound and out.sound is not None and out.sound.shape[0] == 2

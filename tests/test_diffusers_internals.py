@@ -15,10 +15,10 @@ import pytest
 
 # (module, attribute, what needs it)
 MODULE_NAMES = [
-    ("diffusers.models.transformers.transformer_cosmos3", "_rotate_half", "text_kv_cache (speed.py)"),
-    ("diffusers.models.transformers.transformer_cosmos3", "Cosmos3AttnProcessor", "text_kv_cache (speed.py)"),
-    ("diffusers.hooks.hooks", "BaseState", "text_kv_cache (speed.py)"),
-    ("diffusers.hooks.hooks", "StateManager", "text_kv_cache (speed.py)"),
+    ("diffusers.models.transformers.transformer_cosmos3", "_rotate_half", "text_kv_cache (patches.py)"),
+    ("diffusers.models.transformers.transformer_cosmos3", "Cosmos3AttnProcessor", "text_kv_cache (patches.py)"),
+    ("diffusers.hooks.hooks", "BaseState", "text_kv_cache (patches.py)"),
+    ("diffusers.hooks.hooks", "StateManager", "text_kv_cache (patches.py)"),
     ("diffusers.models.modeling_utils", "get_parameter_device", "speed.device_of"),
     ("diffusers.models.autoencoders.autoencoder_kl_wan", "WanCausalConv3d", "split VAE decode (several_gpus)"),
     ("diffusers.models.autoencoders.autoencoder_kl_wan", "WanAttentionBlock", "split VAE decode (several_gpus)"),
@@ -79,7 +79,7 @@ def test_the_pipeline_and_its_layers_have_what_the_switches_use(tiny_pipe) -> No
 
     pipe, _ = tiny_pipe
     assert callable(getattr(pipe.transformer, "_run_decoder_stack", None)), _gone(
-        "Cosmos3OmniTransformer._run_decoder_stack", "count_decoder_passes (the step cache's count, speed.py)"
+        "Cosmos3OmniTransformer._run_decoder_stack", "count_decoder_passes (the step cache's count, patches.py)"
     )
     assert callable(getattr(pipe, "_encode_video", None)), _gone(
         "Cosmos3OmniPipeline._encode_video", "zero_encode_cache"

@@ -17,7 +17,7 @@ from diffusers.models.attention_dispatch import (
 
 from helpers import audiovisual_settings
 from tests import calls
-from tuning import flash_attention, pipelines, speed
+from tuning import flash_attention, patches, pipelines
 from tuning.pipelines import load_pipeline
 
 
@@ -91,7 +91,7 @@ def test_use_for_routes_one_pipeline_only_and_its_output_is_unchanged():
 def test_the_text_cache_runs_through_the_routed_processor():
     reference = load_pipeline("tiny", device="cpu")[0]
     routed = load_pipeline("tiny", device="cpu")[0]
-    speed.cache_text_keys_values(routed)
+    patches.cache_text_keys_values(routed)
     flash_attention.use_for(routed)
     calls = []
     attend = flash_attention.FlashAttention4Processor.attend
@@ -109,7 +109,7 @@ def test_the_text_cache_runs_through_the_routed_processor():
 
 def test_the_switch_is_skipped_on_cpu_without_a_warning(recwarn: pytest.WarningsRecorder):
     pipe = load_pipeline("tiny", device="cpu")[0]
-    assert "CUDA GPU" in speed.use_flash_attention(pipe)
+    assert "CUDA GPU" in patches.use_flash_attention(pipe)
     assert pipelines.apply(pipe, ["flash_attention"]) == ()
     assert pipelines.skipped(pipe) == ("flash_attention",)
     assert pipelines.apply(pipe, ["flash_attention", "vae_tiling"]) == ("vae_tiling",)  # skipped counts for the order

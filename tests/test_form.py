@@ -11,6 +11,7 @@ import numpy as np
 import openai
 import pytest
 
+from cosmos3_audiovisual import modes
 from generation_form import backends, compare
 from generation_form.widget import GenerationForm
 from helpers import audiovisual_settings, media
@@ -18,6 +19,7 @@ from helpers.errors import InvalidSettingError, MediaError
 from helpers.runs import Run
 from local_server.server import LocalServer
 from tests.conftest import SERVER_KEY, notebook_call
+from tuning.notebook_calls import omni_fields
 from tuning.pipelines import load_pipeline
 
 NOW = datetime(2026, 1, 1)
@@ -76,9 +78,8 @@ def test_free_text_prompt_and_uploaded_image(diffusers_form, tmp_path):
 
 
 def presets_image() -> Path:
-    from helpers import prompts
 
-    return prompts.conditioning("i2v")
+    return modes.conditioning("i2v")
 
 
 def test_bad_values_are_shown_in_the_form_and_kept_in_last_error(diffusers_form):
@@ -124,7 +125,7 @@ def test_stop_interrupts_the_denoising_loop_and_saves_nothing(diffusers_form):
 @pytest.mark.parametrize("mode", ["t2v_sound", "fl2v", "v2v_sound"])
 def test_the_form_drives_a_vllm_omni_server_the_same_way(omni_client, tmp_path, tiny_pipe, mode):
     run = Run.create(tmp_path / "omni", backend="vllm_omni", model="tiny")
-    form = GenerationForm(backends.OmniBackend(omni_client, "tiny"), run, preset="smoke", seed=3)
+    form = GenerationForm(backends.OmniBackend(omni_client, "tiny", omni_fields()), run, preset="smoke", seed=3)
     form.mode.value = mode
     form.num_frames.value = 9
     form.submit()
@@ -163,11 +164,11 @@ def test_the_form_drives_a_vllm_omni_server_the_same_way(omni_client, tmp_path, 
 @pytest.mark.slow
 def test_server_errors_reach_the_form(omni_client, tmp_path):
     run = Run.create(tmp_path, backend="vllm_omni", model="tiny")
-    form = GenerationForm(backends.OmniBackend(omni_client, "tiny"), run, preset="smoke")
+    form = GenerationForm(backends.OmniBackend(omni_client, "tiny", omni_fields()), run, preset="smoke")
     form.mode.value = "t2v"
     form.prompt.value = " "  # empty after stripping: the bundled prompt is used, so this one succeeds
     form.submit()
-    bad = GenerationForm(backends.OmniBackend(omni_client, "not-served"), run)
+    bad = GenerationForm(backends.OmniBackend(omni_client, "not-served", omni_fields()), run)
     bad.mode.value = "t2i"
     bad.preset.value = "smoke"
     with pytest.raises(Exception, match="Model mismatch"):
@@ -200,7 +201,7 @@ def test_comparison_keeps_prompt_and_seed_and_shows_each_variant(tiny_pipe, tmp_
 @pytest.mark.slow
 def test_stop_cancels_the_server_job_and_saves_nothing(omni_client, tmp_path):
     run = Run.create(tmp_path, backend="vllm_omni", model="tiny")
-    form = GenerationForm(backends.OmniBackend(omni_client, "tiny"), run, preset="smoke")
+    form = GenerationForm(backends.OmniBackend(omni_client, "tiny", omni_fields()), run, preset="smoke")
     form.mode.value = "t2v"
     form.steps.value = "50"  # long enough to still be running when Stop is pressed (the room limits stop at 50)
     statuses: list[str] = []

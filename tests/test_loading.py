@@ -12,7 +12,7 @@ import checkpoints
 from checkpoints import random_weights
 from checkpoints.resolver import choose_dtype
 from helpers.errors import GuardrailsUnavailableError, InvalidSettingError, ModelUnavailableError
-from local_server import serve
+from local_server import launcher
 
 
 def test_unreachable_hub_id_says_how_to_download_and_authenticate(monkeypatch):
@@ -57,7 +57,7 @@ def test_the_server_reads_a_model_name_as_the_notebook_does(model):
     with pytest.raises(ModelUnavailableError, match="written as a path"):
         checkpoints.resolve(model, guardrails="off", device="cpu")
     with pytest.raises(ModelUnavailableError, match="written as a path"):
-        serve.command(model, [], gpu=False)
+        launcher.command(model, [], gpu=False)
 
 
 def test_the_guardrail_package_is_checked_before_any_download(monkeypatch):
@@ -91,8 +91,8 @@ def test_a_hub_id_resolves_through_the_hugging_face_cache(monkeypatch, tmp_path)
     checkpoint = checkpoints.resolve("acme/cosmos3-test", guardrails="off", device="cpu")
     assert (checkpoint.source, Path(checkpoint.path)) == ("hub", snapshot)
     # The server serves the same folder, under the id: a revision (`@fp8`) is the folder it was downloaded to.
-    monkeypatch.setenv(serve.DEVICE_ENV, "cpu")  # a Hub id on a CPU server, asked for on purpose
-    command = serve.command("acme/cosmos3-test", [], gpu=False)
+    monkeypatch.setenv(launcher.DEVICE_ENV, "cpu")  # a Hub id on a CPU server, asked for on purpose
+    command = launcher.command("acme/cosmos3-test", [], gpu=False)
     assert command[2:4] == [str(snapshot), "--omni"] and command[command.index("--served-model-name") + 1] == (
         "acme/cosmos3-test"
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import long_video
+from cosmos3_audiovisual import long_video
 from helpers.errors import InvalidSettingError
 
 

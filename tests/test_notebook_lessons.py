@@ -140,5 +140,5 @@ def test_the_main_pair_uses_only_diffusers_public_switches_and_the_tuning_notebo
     used = set(re.findall(r"\bspeeds\.(\w+)", code))
     assert used <= {"switches", "configure_allocator", "meaning"}, used
     assert "torch.compile(" not in code and "compile_repeated_blocks(" in code
-    tuning = set(re.findall(r"\bspeed\.(\w+)", _code(TUNING)))
+    tuning = set(re.findall(r"\bpatches\.(\w+)", _code(TUNING)))
     assert {"cache_text_keys_values", "replay_steps_as_cuda_graphs", "use_flash_attention"} <= tuning

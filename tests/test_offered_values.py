@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from cookbook_tools import notebooks
+from cosmos3_audiovisual.modes import parse_modes
 from helpers import audiovisual_settings, speeds
 from helpers.errors import CookbookError
 from tests.action_checks import check_action_run
@@ -165,13 +166,13 @@ def test_values_this_machine_cannot_run_stop_in_the_set_up_naming_the_fix(
 ) -> None:
     from diffusers.utils import is_cosmos_guardrail_available
 
-    from local_server import serve
+    from local_server import launcher
 
-    if parameter == "DEVICE" and serve.has_nvidia_gpu():
+    if parameter == "DEVICE" and launcher.has_nvidia_gpu():
         pytest.skip("this machine has a GPU")
     if parameter == "GUARDRAILS" and is_cosmos_guardrail_available() and name not in SERVED:
         pytest.skip("cosmos_guardrail is installed here")
-    if parameter == "PRESET" and serve.has_nvidia_gpu():
+    if parameter == "PRESET" and launcher.has_nvidia_gpu():
         pytest.skip("a GPU takes every preset")
     parameters = {"MODEL": "tiny", "PRESET": "smoke", "OUTPUT_DIR": str(tmp_path / "media"), parameter: value}
     if name in SERVED:
@@ -208,7 +209,7 @@ def test_each_variation_runs_the_notebook_to_its_end(request, name: str, variati
     )
     preset = str(variation.get("PRESET", "smoke"))
     if name in (AV_DIFFUSERS, AV_VLLM):
-        modes = audiovisual_settings.parse_modes(str(variation.get("MODES", "t2v,i2v,t2v_sound")))
+        modes = parse_modes(str(variation.get("MODES", "t2v,i2v,t2v_sound")))
         manifest = check_run(
             run_dir,
             modes,

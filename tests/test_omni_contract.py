@@ -20,7 +20,8 @@ import openai
 import pytest
 from PIL import Image
 
-from helpers import media, prompts
+from cosmos3_audiovisual import modes
+from helpers import media
 from local_server.omni_http import MULTIPART
 from local_server.server import LocalServer
 from tests.conftest import SERVER_KEY
@@ -235,7 +236,7 @@ def test_sound_duration_sets_the_length_of_the_aac_track(
 
 @pytest.mark.parametrize("asset", ["i2v", "v2v"])
 def test_input_reference_is_sniffed_by_content_not_name(http: httpx.Client, tmp_path: Path, asset: str) -> None:
-    data = prompts.conditioning(asset).read_bytes()
+    data = modes.conditioning(asset).read_bytes()
     files = {"input_reference": ("upload.bin", data, "application/octet-stream")}
     response = http.post("/v1/videos/sync", data={"prompt": "go on", **SMALL}, files=files)
     assert response.status_code == 200, response.text

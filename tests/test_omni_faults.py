@@ -18,7 +18,7 @@ import pytest
 
 from helpers import audiovisual_settings, media, runs
 from helpers.errors import CookbookError
-from local_server import omni_http, serve
+from local_server import launcher, omni_http
 from local_server.omni_http import OmniAPIError, ServerUnavailableError
 from local_server.server import (
     Endpoint,
@@ -30,6 +30,7 @@ from local_server.server import (
     server_flags,
 )
 from tests.conftest import SERVER_KEY
+from tuning.notebook_calls import omni_fields
 
 SMALL = audiovisual_settings.settings_for(
     "t2v", "smoke", width=64, height=64, num_frames=5, num_inference_steps=1, guidance_scale=1.0
@@ -37,7 +38,7 @@ SMALL = audiovisual_settings.settings_for(
 
 
 def sync_video(http: httpx.Client, prompt: str, settings: audiovisual_settings.AudiovisualSettings) -> httpx.Response:
-    return http.post("/v1/videos/sync", data={"model": "tiny", "prompt": prompt, **omni_http.video_fields(settings)})
+    return http.post("/v1/videos/sync", data={"model": "tiny", "prompt": prompt, **omni_fields()(settings)})
 
 
 @pytest.mark.slow
@@ -109,7 +110,7 @@ def send_in_background(call) -> tuple[threading.Thread, list[BaseException]]:
 def test_a_client_that_hangs_up_mid_generation_leaves_the_server_serving(
     omni_server: LocalServer, tmp_path: Path
 ) -> None:
-    body = urllib.parse.urlencode({"model": "tiny", "prompt": "abandoned", **omni_http.video_fields(SLOW)}).encode()
+    body = urllib.parse.urlencode({"model": "tiny", "prompt": "abandoned", **omni_fields()(SLOW)}).encode()
     head = (
         f"POST /v1/videos/sync HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {SERVER_KEY}\r\n"
         f"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -152,7 +153,7 @@ def test_a_server_that_fails_a_request_then_dies_mid_request_says_so_each_time(
             with pytest.raises(ServerFailedError) as answered:
                 http.post(
                     "/v1/videos/sync",
-                    data={"model": "tiny", "prompt": "x", **omni_http.video_fields(SMALL), **PIPELINE_ERROR},
+                    data={"model": "tiny", "prompt": "x", **omni_fields()(SMALL), **PIPELINE_ERROR},
                 )
             with pytest.raises(OmniAPIError) as refused:  # a bad request is the request's fault: no log to read
                 http.post("/v1/videos/sync", data={"model": "tiny", "prompt": "x", "size": "big"})
@@ -194,7 +195,7 @@ def test_a_port_in_use_fails_at_once_naming_the_port_and_the_fix(
 ) -> None:
     # A fresh cache and environment folder of its own, so what the failed start left behind can be seen.
     monkeypatch.setenv("COSMOS3_COOKBOOK_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv(serve.ENV_VAR, str(tmp_path / "env"))
+    monkeypatch.setenv(launcher.ENV_VAR, str(tmp_path / "env"))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -206,7 +207,7 @@ def test_a_port_in_use_fails_at_once_naming_the_port_and_the_fix(
     # At once: before the tiny checkpoint is built, the server environment is checked (or its lock taken) and the
     # server's command is run; only the log exists.
     assert [p.name for p in tmp_path.iterdir()] == ["server.log"]
-    assert f"{serve.PREFIX} $ " not in (tmp_path / "server.log").read_text()
+    assert f"{launcher.PREFIX} $ " not in (tmp_path / "server.log").read_text()
     message = str(err.value)
     assert "exited with status 2" in message and f"Port {port} on 127.0.0.1 is in use" in message
     assert f"--port {port + 1}" in message and "Command:" in message and "Fix:" in message
@@ -235,32 +236,32 @@ def test_a_flag_vllm_rejects_ends_the_start_with_the_servers_own_words(
 
 def test_a_server_reachable_from_other_machines_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VLLM_API_KEY", raising=False)
-    with pytest.raises(serve.ServeError, match="--api-key"):
-        serve.check_exposure("0.0.0.0", ["--port", "8000"])
-    serve.check_exposure("0.0.0.0", ["--api-key", "secret"])
-    serve.check_exposure("127.0.0.1", [])
+    with pytest.raises(launcher.ServeError, match="--api-key"):
+        launcher.check_exposure("0.0.0.0", ["--port", "8000"])
+    launcher.check_exposure("0.0.0.0", ["--api-key", "secret"])
+    launcher.check_exposure("127.0.0.1", [])
 
 
 def test_the_cookbooks_defaults_fill_only_what_the_flags_leave_out(_isolated_cache: Path) -> None:
-    args = serve.command("tiny", ["--port", "9000"], gpu=False)
+    args = launcher.command("tiny", ["--port", "9000"], gpu=False)
     assert args[:2] == ["vllm", "serve"] and args[3] == "--omni" and Path(args[2], "model_index.json").is_file()
     assert args[4:] == ["--port", "9000", "--host", "127.0.0.1", "--served-model-name", "tiny", "--dtype", "float32"]
     mine = ["--host", "::1", "--served-model-name", "mine", "--dtype=bfloat16"]
-    assert serve.command("tiny", mine, gpu=False)[4:] == mine
-    assert serve.command("tiny", [], gpu=True)[-2:] == ["--served-model-name", "tiny"]  # a GPU keeps bf16
+    assert launcher.command("tiny", mine, gpu=False)[4:] == mine
+    assert launcher.command("tiny", [], gpu=True)[-2:] == ["--served-model-name", "tiny"]  # a GPU keeps bf16
 
 
 def test_a_hub_id_without_a_gpu_is_refused_before_any_download_unless_the_cpu_is_asked_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv(serve.DEVICE_ENV, raising=False)
+    monkeypatch.delenv(launcher.DEVICE_ENV, raising=False)
     with pytest.raises(CookbookError, match='set MODEL = "tiny"') as err:
-        serve.command("nvidia/Cosmos3-Nano", [], gpu=False)
+        launcher.command("nvidia/Cosmos3-Nano", [], gpu=False)
     assert "Nothing was downloaded" in str(err.value)
     # Asked for on purpose, it goes on to the download (here offline, with nothing cached: the download's advice).
-    monkeypatch.setenv(serve.DEVICE_ENV, "cpu")
+    monkeypatch.setenv(launcher.DEVICE_ENV, "cpu")
     with pytest.raises(CookbookError, match="(?s)Could not load MODEL='nvidia/Cosmos3-Nano'.*hf auth login"):
-        serve.command("nvidia/Cosmos3-Nano", [], gpu=False)
+        launcher.command("nvidia/Cosmos3-Nano", [], gpu=False)
 
 
 def test_the_notebooks_flags_for_a_server_it_starts() -> None:

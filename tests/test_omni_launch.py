@@ -81,19 +81,19 @@ def test_impossible_options_are_explained(options, message) -> None:
 def test_replicas_become_a_deploy_file_of_that_many_engines_one_per_gpu() -> None:
     import yaml
 
-    from local_server import serve
+    from local_server import launcher
 
-    flags = serve.with_replicas(["--no-guardrails", "--replicas", "3", "--port", "8000"], gpu=True)
+    flags = launcher.with_replicas(["--no-guardrails", "--replicas", "3", "--port", "8000"], gpu=True)
     assert flags[:3] == ["--no-guardrails", "--port", "8000"] and flags[3] == "--deploy-config"
     deploy = yaml.safe_load(open(flags[4]).read())
     (stage,) = deploy["stages"]
     assert (deploy["pipeline"], deploy["distributed_executor_backend"]) == ("cosmos3_omni_deploy", "mp")
     assert (stage["num_replicas"], stage["devices"], stage["model_config"]["guardrails"]) == (3, "0,1,2", False)
-    on_cpu = yaml.safe_load(open(serve.with_replicas(["--replicas=2"], gpu=False)[-1]).read())
+    on_cpu = yaml.safe_load(open(launcher.with_replicas(["--replicas=2"], gpu=False)[-1]).read())
     # On a CPU the engines run their worker in-process: the default `mp` worker's CUDA stream thread hangs there.
     assert on_cpu["distributed_executor_backend"] == "uni" and "devices" not in on_cpu["stages"][0]
     assert on_cpu["stages"][0]["model_config"]["guardrails"] is True  # the server's guardrails, unless turned off
-    assert serve.with_replicas(["--replicas", "1", "--port", "1"], gpu=True) == ["--port", "1"]
+    assert launcher.with_replicas(["--replicas", "1", "--port", "1"], gpu=True) == ["--port", "1"]
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_replicas_become_a_deploy_file_of_that_many_engines_one_per_gpu() -> Non
     ],
 )
 def test_replicas_that_cannot_be_served_are_refused_with_the_fix(flags: list[str], message: str) -> None:
-    from local_server import serve
+    from local_server import launcher
 
-    with pytest.raises(serve.ServeError, match=message):
-        serve.with_replicas(flags, gpu=True)
+    with pytest.raises(launcher.ServeError, match=message):
+        launcher.with_replicas(flags, gpu=True)

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import audiovisual_settings, diffusers_pipe, media, prompts, runs
+from cosmos3_audiovisual import diffusers_pipe, modes
+from helpers import audiovisual_settings, media, prompts, runs
 from helpers.errors import InvalidSettingError
 from tests import calls
 from tuning.several_gpus import launch, layout
@@ -178,7 +179,7 @@ def _notebook_run(pipe, checkpoint, output_dir: Path) -> tuple[runs.Run, dict[st
     run.sample_rate = diffusers_pipe.sample_rate(pipe)
     run.note(**checkpoint.info(), speed="none", switches=[])
     frames = {}
-    for mode, s in audiovisual_settings.settings_for_modes(",".join(MODES), "smoke", seed=0).items():
+    for mode, s in modes.settings_for_modes(",".join(MODES), "smoke", seed=0).items():
         with run.generation(s) as gen:
             output = calls.generate(pipe, s, prompts.prompt_text(s), prompts.negative_prompt())
             gen.save(output)

@@ -67,7 +67,7 @@ def test_training_changes_only_the_adapter_and_the_saved_one_makes_the_trained_v
     from diffusers import Cosmos3OmniPipeline
 
     import checkpoints
-    from tuning import lessons
+    from tuning import notebook_calls
 
     weights = load_file(post_training_vllm_run.adapter / adapters.WEIGHTS)
     projections = {name.rsplit(".", 1)[-1] for name in training_settings.GENERATION_PROJECTIONS}
@@ -81,7 +81,7 @@ def test_training_changes_only_the_adapter_and_the_saved_one_makes_the_trained_v
     pipe.transformer.load_lora_adapter(
         post_training_vllm_run.adapter, weight_name=adapters.WEIGHTS, prefix=None, adapter_name="default"
     )
-    generate = lessons.define(POST_DIFFUSERS, pipe=pipe)["generate"]  # the notebook's own call
+    generate = notebook_calls.define(POST_DIFFUSERS, pipe=pipe)["generate"]  # the notebook's own call
     caption = clips.load("bundled", S.width, S.height, S.num_frames)[0].caption
     again = media.write_video(Path(post_training_vllm_run.output_dir, "again.mp4"), generate(S, caption).video, S.fps)
     trained = post_training_vllm_run.run_folder("diffusers") / "adapter.mp4"

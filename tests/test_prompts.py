@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from cosmos3_audiovisual import modes
 from helpers import audiovisual_settings, media, prompts
 from helpers.errors import InvalidSettingError
 
@@ -41,7 +42,7 @@ def test_sound_prompts_describe_the_audio(mode):
 
 @pytest.mark.parametrize("mode", ["i2v", "i2v_sound", "v2v"])
 def test_conditioned_modes_name_a_bundled_asset_that_decodes(mode):
-    path = prompts.conditioning(mode)
+    path = modes.conditioning(mode)
     info = media.probe(path)
     assert info.width >= 320 and info.height >= 192
     if mode == "v2v":
@@ -52,7 +53,7 @@ def test_conditioned_modes_name_a_bundled_asset_that_decodes(mode):
 
 def test_unconditioned_modes_have_no_conditioning():
     with pytest.raises(InvalidSettingError, match="no conditioning"):
-        prompts.conditioning("t2v")
+        modes.conditioning("t2v")
 
 
 def test_metadata_uses_vllm_omni_keys_and_formats():

@@ -8,15 +8,12 @@ from __future__ import annotations
 import ast
 import json
 import re
-import tomllib
 from pathlib import Path
 
-from tests.source_imports import imported_modules
+from tests.source_imports import FAMILIES, imported_modules, package_dir
 
 REPO = Path(__file__).resolve().parent.parent
-PROJECT_PACKAGES = ("helpers", "checkpoints", "local_server", "generation_form", "tuning", "cosmos3_post_training")
-# Where a package that is not at the repository's top lives (pyproject.toml's package-dir).
-PACKAGE_DIRS = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+PROJECT_PACKAGES = ("helpers", *FAMILIES, "checkpoints", "local_server", "generation_form", "tuning")
 LIBRARIES = ("diffusers", "transformers", "vllm", "vllm_omni")
 MAIN_NOTEBOOKS = sorted((REPO / "cookbooks").rglob("run_with_*.ipynb"))
 
@@ -29,7 +26,7 @@ def _notebook_code(path: Path) -> str:
 
 def _module_path(name: str) -> Path | None:
     top, *rest = name.split(".")
-    base = REPO.joinpath(PACKAGE_DIRS.get(top, top), *rest)
+    base = REPO.joinpath(package_dir(top), *rest)
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate
@@ -55,7 +52,7 @@ def _own_private_names() -> set[str]:
     """Private names the project defines itself (its own classes' attributes and functions)."""
     own = set()
     for package in PROJECT_PACKAGES:
-        for path in (REPO / package).rglob("*.py"):
+        for path in (REPO / package_dir(package)).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name.startswith("_"):
                     own.add(node.name)

@@ -19,7 +19,8 @@ import torch
 from transformers import AutoTokenizer
 
 from checkpoints import random_weights as tiny_checkpoint
-from helpers import audiovisual_settings, diffusers_pipe, prompts
+from cosmos3_audiovisual import diffusers_pipe
+from helpers import audiovisual_settings, prompts
 from helpers.errors import SoundNotSupportedError
 from tests import calls
 
@@ -211,7 +212,7 @@ def test_the_transfer_notebooks_scheduler_denoises_at_vllm_omnis_levels(tiny_pip
     transfer notebook sets answers with vLLM-Omni's levels, and explicit sigmas still win."""
     from diffusers import UniPCMultistepScheduler
 
-    from helpers.schedules import NativeFlowUniPCMultistepScheduler
+    from cosmos3_transfer.schedules import NativeFlowUniPCMultistepScheduler
 
     config = tiny_pipe[0].scheduler.config
     scheduler = NativeFlowUniPCMultistepScheduler.from_config(config, use_karras_sigmas=False, flow_shift=shift)
@@ -346,7 +347,8 @@ def test_the_wheel_carries_the_vocabulary_and_its_licence(tmp_path):
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    for folder in ("helpers", "support"):
+    families = [p.relative_to(REPO) for p in REPO.glob("cookbooks/cosmos3/generator/*/cosmos3_*")]
+    for folder in ("helpers", "support", *families):
         shutil.copytree(REPO / folder, source / folder, ignore=skip)
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
     subprocess.run([*command, "-w", str(tmp_path / "wheel"), str(source)], check=True)

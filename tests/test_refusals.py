@@ -112,9 +112,9 @@ def test_the_set_up_refuses_bad_input_naming_the_parameter_and_writes_nothing(
 def test_the_published_hub_id_on_a_machine_without_a_gpu_is_refused_before_any_download(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from local_server import serve
+    from local_server import launcher
 
-    if _has_cuda() or serve.has_nvidia_gpu():
+    if _has_cuda() or launcher.has_nvidia_gpu():
         pytest.skip("with a GPU the Hub id is accepted: this case is for machines without one")
     # BASE_URL="auto": a server of the notebook's own would be started for it, and is refused instead.
     parameters = _parameters(

@@ -21,11 +21,13 @@ import papermill
 import pytest
 
 from cookbook_tools import notebooks
-from helpers import action_settings, audiovisual_settings, media, transfer_settings
+from cosmos3_action import action_settings
+from cosmos3_transfer import transfer_settings
+from helpers import audiovisual_settings, media
 from helpers.audiovisual_settings import TIER_MAX_FRAMES
 from helpers.canvases import CANVASES
 from helpers.settings import CPU_PIXEL_FRAMES, TIERS, largest_canvas
-from local_server import omni_http, serve
+from local_server import launcher, omni_http
 from local_server.room_limits import (
     DEFAULTS,
     ENV,
@@ -57,7 +59,7 @@ def offered_settings() -> list[Any]:
     domains = [d["domain_name"] for d in action_settings.describe()]
     for task, preset, domain in itertools.product(action_settings.TASKS, ("smoke", "draft", "published"), domains):
         try:
-            found.append(action_settings.settings_for(task, preset, domain_name=domain))
+            found.append(action_settings.settings_for(f"{action_settings.TASKS[task]}_{domain}", preset))
         except Exception:  # noqa: BLE001 - a task an embodiment has no checkpoint for is not offered
             continue
     for hint, preset in itertools.product(("edge", "blur", "depth", "seg", "wsm"), ("smoke", "draft", "published")):
@@ -173,16 +175,16 @@ def test_limits_are_one_setting_that_a_flag_changes_or_turns_off() -> None:
 
 def test_the_launcher_adds_the_middleware_with_the_machines_limits_and_says_them(monkeypatch) -> None:
     monkeypatch.delenv("VLLM_API_KEY", raising=False)
-    flags, env, line = serve.with_room_limits(["--api-key", "a", "b", "--port", "8000"], gpu=False)
+    flags, env, line = launcher.with_room_limits(["--api-key", "a", "b", "--port", "8000"], gpu=False)
     assert flags == ["--api-key", "a", "b", "--port", "8000", "--middleware", "local_server.room_limits.RoomLimits"]
     assert Limits.from_env(env[ENV]) == CPU and json.loads(env["COSMOS3_ROOM_API_KEYS"]) == ["a", "b"]
     assert line.startswith("room limits for a CPU server: 1,048,576 pixels a frame, 100 frames")
-    flags, env, line = serve.with_room_limits(["--room-limits=max_frames=5"], gpu=True)
+    flags, env, line = launcher.with_room_limits(["--room-limits=max_frames=5"], gpu=True)
     assert Limits.from_env(env[ENV]) == GPU.with_overrides("max_frames=5") and "--room-limits" not in flags
-    flags, env, line = serve.with_room_limits(["--room-limits", "off", "--port", "1"], gpu=True)
+    flags, env, line = launcher.with_room_limits(["--room-limits", "off", "--port", "1"], gpu=True)
     assert (flags, env[ENV], line) == (["--port", "1"], "off", "room limits: off (--room-limits off)")
-    with pytest.raises(serve.ServeError, match="max_frame=5"):
-        serve.with_room_limits(["--room-limits", "max_frame=5"], gpu=True)
+    with pytest.raises(launcher.ServeError, match="max_frame=5"):
+        launcher.with_room_limits(["--room-limits", "max_frame=5"], gpu=True)
 
 
 # The middleware in this process, in front of a stand-in for vLLM-Omni: it records the body it reads, chunk by

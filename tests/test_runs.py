@@ -118,12 +118,12 @@ def test_bytes_from_a_server_are_stored_and_a_video_with_sound_also_gets_its_wav
 
 
 def test_action_files_are_listed_as_pairs_with_their_settings_and_never_overwritten(tmp_path):
-    from helpers import action_settings, actions
+    from cosmos3_action import action_settings, actions
 
     run = runs.Run.create(tmp_path, backend="diffusers", model="tiny")
-    s = action_settings.settings_for("inverse_dynamics", "smoke", seed=2, domain_name="av")
-    first = run.add_actions("id_av", np.zeros((60, 9)), s, units="m")
-    second = run.add_actions("id_av", np.ones((60, 9)), s, units="m")
+    s = action_settings.settings_for("id_av", "smoke", seed=2)
+    first = actions.save(run, "id_av", np.zeros((60, 9)), s, units="m")
+    second = actions.save(run, "id_av", np.ones((60, 9)), s, units="m")
     assert (first.name, second.name) == ("id_av.npy", "id_av-2.npy")
     manifest = json.loads(run.manifest_path.read_text())["outputs"]
     assert [o["path"] for o in manifest] == ["id_av.npy", "id_av.json", "id_av-2.npy", "id_av-2.json"]

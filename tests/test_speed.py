@@ -10,10 +10,11 @@ import os
 import numpy as np
 import pytest
 
+from cosmos3_audiovisual import modes
 from helpers import audiovisual_settings, prompts, speeds
 from helpers.errors import InvalidSettingError
 from tests import calls
-from tuning import pipelines, speed
+from tuning import patches, pipelines
 from tuning.pipelines import load_pipeline
 
 
@@ -89,12 +90,12 @@ def test_text_kv_cache_gives_the_uncached_output(mode: str, monkeypatch: pytest.
     from helpers import media
 
     replays = []
-    generation_half = speed._generation_half
-    monkeypatch.setattr(speed, "_generation_half", lambda *a: replays.append(1) or generation_half(*a))
+    generation_half = patches._generation_half
+    monkeypatch.setattr(patches, "_generation_half", lambda *a: replays.append(1) or generation_half(*a))
     reference = _fresh_pipe()
     cached = _fresh_pipe()
-    speed.cache_text_keys_values(cached)
-    image = media.load_image(prompts.conditioning("i2v")) if mode == "i2v" else None
+    patches.cache_text_keys_values(cached)
+    image = media.load_image(modes.conditioning("i2v")) if mode == "i2v" else None
 
     want_video, want_sound = _generate(reference, mode, image=image)
     for _ in range(2):  # a second call must re-record the cache, not reuse the first call's
@@ -112,7 +113,7 @@ def test_text_kv_cache_writes_the_next_prompt_of_the_same_length_into_the_keys_i
     from diffusers.hooks import HookRegistry
 
     reference, cached = _fresh_pipe(), _fresh_pipe()
-    speed.cache_text_keys_values(cached)
+    patches.cache_text_keys_values(cached)
     s = audiovisual_settings.settings_for("t2i", "smoke", num_inference_steps=3, seed=7)
     first = prompts.prompt_text(s)
     second = first.swapcase()  # the tiny checkpoint's tokenizer has one token per byte: the same length
@@ -120,7 +121,7 @@ def test_text_kv_cache_writes_the_next_prompt_of_the_same_length_into_the_keys_i
     def image(pipe, text: str):
         return calls.generate(pipe, s, text, prompts.negative_prompt()).video
 
-    hook = HookRegistry.check_if_exists_or_initialize(cached.transformer.layers[0]).get_hook(speed._TEXT_KV_HOOK)
+    hook = HookRegistry.check_if_exists_or_initialize(cached.transformer.layers[0]).get_hook(patches._TEXT_KV_HOOK)
     image(cached, first)
     held = hook.key_values["cond"]
     got = image(cached, second)
@@ -142,7 +143,7 @@ def test_memory_speeds_run_on_the_tiny_checkpoint(name: str):
 def test_zero_encode_cache_gives_the_uncached_output_and_encodes_once_per_size():
     reference = _fresh_pipe()
     cached = _fresh_pipe()
-    speed.cache_blank_video_encoding(cached)
+    patches.cache_blank_video_encoding(cached)
     encodes = []
     vae_encode = cached.vae.encode
     cached.vae.encode = lambda x, *a, **k: encodes.append(tuple(x.shape)) or vae_encode(x, *a, **k)
@@ -161,15 +162,15 @@ def test_first_frame_2d_gives_the_3d_output_and_runs_the_first_frame_only_in_2d(
     from helpers import media
 
     frames = []
-    first_frame_in_2d = speed._first_frame_in_2d
+    first_frame_in_2d = patches._first_frame_in_2d
     monkeypatch.setattr(
-        speed,
+        patches,
         "_first_frame_in_2d",
         lambda conv, fwd, x, c=None: frames.append(x.shape[2]) or first_frame_in_2d(conv, fwd, x, c),
     )
     reference, switched = _fresh_pipe(), _fresh_pipe()
-    speed.decode_first_frame_in_2d(switched)
-    image = media.load_image(prompts.conditioning("i2v")) if mode == "i2v" else None
+    patches.decode_first_frame_in_2d(switched)
+    image = media.load_image(modes.conditioning("i2v")) if mode == "i2v" else None
     want, _ = _generate(reference, mode, steps=2, image=image)
     got, _ = _generate(switched, mode, steps=2, image=image)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
@@ -182,11 +183,11 @@ def test_zero_encode_cache_still_encodes_a_conditioning_image():
     from helpers import media
 
     pipe = _fresh_pipe()
-    speed.cache_blank_video_encoding(pipe)
+    patches.cache_blank_video_encoding(pipe)
     encodes = []
     vae_encode = pipe.vae.encode
     pipe.vae.encode = lambda x, *a, **k: encodes.append(1) or vae_encode(x, *a, **k)
-    image = media.load_image(prompts.conditioning("i2v"))
+    image = media.load_image(modes.conditioning("i2v"))
     for _ in range(2):
         _generate(pipe, "i2v", steps=1, image=image)
     assert len(encodes) == 2
@@ -212,7 +213,7 @@ def test_text_tower_offload_keeps_the_text_weights_out_of_the_model_and_changes_
     offloaded = load_pipeline("tiny", device="cpu", speed="low_vram")[0]
     assert "text_tower_offload" in pipelines.applied(offloaded)
     layer = offloaded.transformer.layers[0]
-    tower = [layer.get_submodule(name) for name in speed.TEXT_TOWER]
+    tower = [layer.get_submodule(name) for name in patches.TEXT_TOWER]
     # Empty parameters: `pipe.to(device)` has nothing of the text tower to move, the generation tower it moves whole.
     assert all(m.weight.numel() == 0 for m in tower) and layer.mlp_moe_gen.gate_proj.weight.numel() > 0
     for mode in ("t2v_sound", "t2i"):
@@ -236,11 +237,11 @@ def test_cuda_graphs_and_step_caching_are_refused_together():
 def test_the_pass_count_sees_the_steps_a_cache_skips_and_every_pass_without_one(cache: str):
     cached, plain = _fresh_pipe(), _fresh_pipe()
     pipelines.apply(cached, ["compile", "text_kv_cache", cache])  # turbo's and fp8_turbo's cache, compiled
-    every = speed.count_decoder_passes(plain)
+    every = patches.count_decoder_passes(plain)
     for steps in (2, 12):
         _generate(plain, "t2v", steps=steps)
         _generate(cached, "t2v", steps=steps)
-    passes = speed.count_decoder_passes(cached)  # the counter the cache switch installed
+    passes = patches.count_decoder_passes(cached)  # the counter the cache switch installed
     assert (every.calls, every.computed) == (28, 28)  # two guidance passes a step, 2 + 12 steps
     # The first and last steps are always computed; over 12 steps the cache answers some passes itself.
     assert passes.calls == 28 and 8 <= passes.computed < 28, str(passes)
@@ -254,15 +255,15 @@ def test_the_pass_count_refuses_a_cache_already_on():
     pipe = _fresh_pipe()
     pipe.transformer.enable_cache(SeaCacheConfig())
     with pytest.raises(InvalidSettingError, match="comes before the step cache"):
-        speed.count_decoder_passes(pipe)
+        patches.count_decoder_passes(pipe)
 
 
 def test_cuda_graphs_need_the_text_cache_and_a_cuda_gpu():
     pipe = _fresh_pipe()
     with pytest.raises(InvalidSettingError, match="apply 'text_kv_cache' first"):
-        speed.replay_steps_as_cuda_graphs(pipe)
-    speed.cache_text_keys_values(pipe)
-    assert "needs a CUDA GPU" in speed.replay_steps_as_cuda_graphs(pipe)
+        patches.replay_steps_as_cuda_graphs(pipe)
+    patches.cache_text_keys_values(pipe)
+    assert "needs a CUDA GPU" in patches.replay_steps_as_cuda_graphs(pipe)
 
 
 @pytest.mark.slow

@@ -117,9 +117,9 @@ def test_a_server_of_the_notebooks_own_is_refused_off_linux_naming_base_url_and_
 
 
 def test_on_linux_a_server_of_the_notebooks_own_runs_where_device_says(monkeypatch: pytest.MonkeyPatch) -> None:
-    from local_server import serve
+    from local_server import launcher
 
     monkeypatch.delenv(server.BASE_URL_ENV, raising=False)
     monkeypatch.setattr(sys, "platform", "linux")
     assert server.where("auto", "cpu") == "cpu"
-    assert server.where("auto") == ("cuda" if serve.has_nvidia_gpu() else "cpu")
+    assert server.where("auto") == ("cuda" if launcher.has_nvidia_gpu() else "cpu")

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from helpers import actions, assets, media, trajectories
+from cosmos3_action import actions, trajectories
+from helpers import assets, media
 from helpers.errors import InvalidSettingError, MediaError
 
 

@@ -16,13 +16,14 @@ import pytest
 from PIL import Image
 
 from cookbook_tools import notebooks
-from helpers import assets, media, prompts, transfer_settings
+from cosmos3_transfer import transfer_settings
+from helpers import assets, media, prompts
 from helpers.assets import notebook_path
 from tests.conftest import SERVER_KEY
 from tests.lesson_cells import run_outside_the_cookbook
 from tests.notebook_checks import SMOKE, execute_smoke, mean_frame_difference, printed, sections
 from tests.transfer_checks import TRANSFER_DIFFUSERS, TRANSFER_VLLM, VIDEOS, check_transfer_run
-from tuning.lessons import cell
+from tuning.notebook_calls import cell
 
 QUICKSTART = (320, 192, 9)  # the quickstart's literal size and length on the tiny checkpoint
 PROMPT = "A city street on a rainy evening: wet asphalt mirrors the shop lights, cars wait at the curb."  # the tour's
@@ -114,11 +115,11 @@ def test_the_benchmark_runs_the_notebooks_transfer_on_the_notebooks_pipeline(
     monkeypatch.syspath_prepend(str(notebook_path(TRANSFER_DIFFUSERS).parents[4] / "support" / "benchmarks"))
     import transfer_tasks
 
-    from tuning import lessons
+    from tuning import notebook_calls
 
     s = transfer_settings.settings_for("depth", "smoke")
     pipe = transfer_tasks.load("tiny", device="cpu", guardrails="off")
-    transfer = lessons.define(TRANSFER_DIFFUSERS, pipe=pipe)["transfer"]
+    transfer = notebook_calls.define(TRANSFER_DIFFUSERS, pipe=pipe)["transfer"]
     depth = transfer_settings.load_control(assets.assets_dir("transfer") / "controls" / "street_depth.mp4", "depth", 9)
     fitted = {"depth": [media.fit_frame(f, 320, 192) for f in depth]}
     video = transfer(s, fitted, PROMPT, prompts.negative_prompt())
@@ -193,7 +194,7 @@ def test_the_diffusers_lesson_cells_run_outside_the_cookbook(tmp_path: Path, _is
     )
     result = run_outside_the_cookbook(notebook_path(TRANSFER_DIFFUSERS), {**variables, "RUN_DIR": str(tmp_path)}, then)
     _check_quickstart_file(tmp_path / "quickstart.mp4")
-    assert result["negative_prompt"] == prompts.negative_prompt()  # the literal is NVIDIA's, as the tour sends it
+    assert result["negative_prompt"] == prompts.negative_prompt()  # read from the file the tour reads
     assert (result["frames"], result["size"]) == (QUICKSTART[2], list(QUICKSTART[:2]))
     # With the quickstart's settings, control and prompts, `transfer` makes the quickstart's frames (the file went
     # through export_to_video's lossy encoder: each frame's mean level is kept to well within a level or two).

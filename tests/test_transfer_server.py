@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import assets, media, transfer_settings
+from cosmos3_transfer import transfer_settings
+from helpers import assets, media
 
 # Every test here talks to the session's real vLLM-Omni server.
 pytestmark = pytest.mark.slow

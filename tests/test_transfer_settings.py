@@ -1,4 +1,4 @@
-"""`helpers.transfer_settings`: the transfer settings and checks, and the tables copied from diffusers and
+"""`cosmos3_transfer.transfer_settings`: the transfer settings and checks, and the tables copied from diffusers and
 vLLM-Omni, kept equal to the installed sources."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import transfer_settings
+from cosmos3_transfer import transfer_settings
 from helpers.errors import InvalidSettingError, MediaError
-from local_server import serve
+from local_server import launcher
 
 
 def _frames(count: int, size: tuple[int, int] = (320, 192)) -> list[Image.Image]:
@@ -31,7 +31,7 @@ def test_hints_are_in_diffusers_canonical_order() -> None:
 
 
 def _vllm_omni_tables() -> dict[str, object]:
-    (path,) = serve.environment_dir(gpu=False).glob(
+    (path,) = launcher.environment_dir(gpu=False).glob(
         "lib/python3.*/site-packages/vllm_omni/diffusion/models/cosmos3/transfer.py"
     )
     tables = {}
@@ -100,7 +100,7 @@ def test_presets_and_overrides() -> None:
         ("edge", {"num_video_frames_per_chunk": 60}, "num_video_frames_per_chunk=60 is not 4k + 1"),
         ("edge", {"num_conditional_frames": 9}, "num_conditional_frames=9 must be from 0"),
         ("edge", {"control_guidance": 0.5}, "control_guidance=0.5 is out of range"),
-        ("edge", {"resolution_tier": 300}, "resolution_tier=300"),
+        ("edge", {"tier": 300}, "TIER=300 is not a resolution tier"),
         ("edge", {"height": 480}, "Unknown setting(s) ['height']"),
     ],
 )

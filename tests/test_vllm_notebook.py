@@ -95,9 +95,9 @@ def seed_difference(tiny_pipe, tmp_path_factory: pytest.TempPathFactory) -> floa
     """How far apart two smoke-size text-to-video MP4s are when only the seed differs (mean absolute difference of
     the decoded frames, 0-255): the scale against which the two backends' agreement is judged."""
     from helpers import audiovisual_settings, prompts
-    from tuning import lessons
+    from tuning import notebook_calls
 
-    generate = lessons.define("run_with_diffusers.ipynb", pipe=tiny_pipe[0])["generate"]  # the notebook's own call
+    generate = notebook_calls.define("run_with_diffusers.ipynb", pipe=tiny_pipe[0])["generate"]  # the notebook's call
     folder = tmp_path_factory.mktemp("seeds")
     frames = []
     for seed in (0, 1):

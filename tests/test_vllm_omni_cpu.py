@@ -9,7 +9,7 @@ import subprocess
 import httpx
 import pytest
 
-from local_server import serve
+from local_server import launcher
 from local_server.server import LocalServer
 from tests.conftest import SERVER_KEY
 
@@ -50,7 +50,7 @@ print(json.dumps({
 
 
 def test_vllm_omni_picks_the_cpu_platform_and_it_refuses_what_a_cpu_cannot_do(omni_server: LocalServer) -> None:
-    python = serve.environment_dir(False) / "bin" / "python"
+    python = launcher.environment_dir(False) / "bin" / "python"
     result = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])

@@ -12,7 +12,8 @@ import cv2
 import numpy as np
 
 from cookbook_tools import notebooks
-from helpers import assets, media, transfer_settings
+from cosmos3_transfer import transfer_settings
+from helpers import assets, media
 
 TRANSFER_DIFFUSERS, TRANSFER_VLLM = notebooks.TRANSFER_PAIR
 # The videos of a run (name -> hints); each but the quickstart has a `<name>_control.mp4` preview beside it.

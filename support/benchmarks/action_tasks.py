@@ -4,7 +4,7 @@ switch moves the output.
     python support/benchmarks/action_tasks.py --model nano-random --preset default \
         --out support/benchmarks/results/action_tasks_h200.json
 
-Each task runs through the action notebook's own `act` (its `call` cell, run by `tuning.lessons`) on the
+Each task runs through the action notebook's own `act` (its `call` cell, run by `tuning.notebook_calls`) on the
 bundled start images, clips and trajectories fitted to the tier's canvas: forward dynamics for the car (60 actions,
 61 frames) and for the arm (16, 17), inverse dynamics for both, and the DROID policy (on MODEL itself: a random Nano
 carries the same action heads as the policy checkpoint). Three rounds, each on the same loaded pipeline: `none`
@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import result_file
 
-from helpers import action_settings, actions, assets, environment, media
-from tuning import lessons, pipelines
+from cosmos3_action import action_settings, actions
+from helpers import assets, environment, media
+from tuning import notebook_calls, pipelines
 
 ROUNDS = {
     "none": [],
@@ -40,16 +41,16 @@ def tasks(preset: str) -> list[tuple[str, action_settings.ActionSettings, object
     road, table = (media.load_image(folder / "images" / f"{n}_start.png") for n in ("av_drive", "droid_pick"))
     drive, pick = (media.load_video(folder / "videos" / f"{n}.mp4") for n in ("av_drive", "droid_pick"))
     return [
-        ("fd_av", action_settings.settings_for("forward_dynamics", preset, domain_name="av"), road, car),
-        ("id_av", action_settings.settings_for("inverse_dynamics", preset, domain_name="av"), drive, None),
-        ("fd_droid", action_settings.settings_for("forward_dynamics", preset, domain_name="droid_lerobot"), table, arm),
+        ("fd_av", action_settings.settings_for("fd_av", preset), road, car),
+        ("id_av", action_settings.settings_for("id_av", preset), drive, None),
+        ("fd_droid", action_settings.settings_for("fd_droid_lerobot", preset), table, arm),
         (
             "id_droid",
-            action_settings.settings_for("inverse_dynamics", preset, domain_name="droid_lerobot"),
+            action_settings.settings_for("id_droid_lerobot", preset),
             pick[:17],
             None,
         ),
-        ("policy_droid", action_settings.settings_for("policy", preset, domain_name="droid_lerobot"), table, None),
+        ("policy_droid", action_settings.settings_for("policy_droid_lerobot", preset), table, None),
     ]
 
 
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     pipe, checkpoint = pipelines.load_pipeline(args.model, device=args.device)
-    act = lessons.define("action/run_with_diffusers.ipynb", pipe=pipe)["act"]
+    act = notebook_calls.define("action/run_with_diffusers.ipynb", pipe=pipe)["act"]
     rows, reference = [], {}
     for round_name, switches in ROUNDS.items():
         pipelines.apply(pipe, switches, checkpoint.device)

@@ -23,12 +23,12 @@ from pathlib import Path
 RUN = """
 import json, sys, time
 sys.path.insert(0, "support/benchmarks")
-from gpu_benchmark import StepClock, build_pipeline, generate, preset_speedups
+from gpu_benchmark import StepClock, build_pipeline, generate, speed_switches
 from tuning import pipelines
 arch, device, speed_name, mode, tier, frames, steps, count = sys.argv[1:9]
 started = time.perf_counter()
 pipe = build_pipeline(arch, device)
-pipelines.apply(pipe, preset_speedups(speed_name))
+pipelines.apply(pipe, speed_switches(speed_name))
 clock = StepClock(pipe)
 result = {"build_s": time.perf_counter() - started}
 for name in ("first", "second")[: int(count)]:

@@ -8,7 +8,7 @@ in one kernel, and the vLLM-Omni notebook against one real server, two servers (
 server with two engines behind its URL (`serve_vllm_omni.sh --replicas 2`). Each layout makes the dataset into a
 fresh `OUTPUT_DIR`; its rate is the notebook's own count of the loop ("made 24 of 24 in X min"). Results:
 support/benchmarks/results/dataset_cpu.json, and the seconds of a job per mode that the notebooks' estimate uses
-(`helpers.dataset_spec.MEASURED_SECONDS`).
+(`cosmos3_dataset.dataset_spec.MEASURED_SECONDS`).
 
 `--gpu`, at Nano's size (`nano-random`) on a CUDA GPU, with SPEED="fast": the Diffusers notebook's cells run in this
 process (`notebook_cells.py`, no Jupyter kernel needed) on a spec of text-to-video jobs at 480p (NVIDIA's 189 frames

@@ -62,10 +62,11 @@ async def _clients(base_url: str, settings, count: int) -> list[dict[str, float]
 
     from helpers import prompts
     from local_server import omni_http
+    from tuning.notebook_calls import omni_fields
 
     async def one(client: openai.AsyncOpenAI, index: int) -> dict[str, float]:
         started = time.perf_counter()
-        fields = omni_http.video_fields(dataclasses.replace(settings, seed=settings.seed + index))
+        fields = omni_fields()(dataclasses.replace(settings, seed=settings.seed + index))  # the notebook's fields
         job = await client.videos.create(
             model=(await client.models.list()).data[0].id,
             prompt=prompts.prompt_text(settings),
@@ -97,6 +98,7 @@ def vllm_omni_route(args: argparse.Namespace) -> tuple[dict[str, float], list[di
     from helpers import audiovisual_settings, prompts
     from local_server import omni_http
     from local_server.server import LocalServer, server_flags
+    from tuning.notebook_calls import omni_fields
 
     s = audiovisual_settings.settings_for("t2v", args.preset, tier=int(args.tier.removesuffix("p") or 0) or None)
     started = time.perf_counter()
@@ -107,7 +109,7 @@ def vllm_omni_route(args: argparse.Namespace) -> tuple[dict[str, float], list[di
             form = {
                 "model": args.model,
                 "prompt": prompts.prompt_text(s),
-                **omni_http.video_fields(s, prompts.negative_prompt()),
+                **omni_fields()(s, prompts.negative_prompt()),  # the vLLM-Omni notebook's own fields
             }
             http.post("/v1/videos/sync", data=form)
         done = time.perf_counter()

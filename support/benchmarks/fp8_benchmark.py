@@ -37,8 +37,9 @@ import gpu_benchmark
 import result_file
 
 from checkpoints import random_weights
+from cosmos3_audiovisual import modes
 from helpers import audiovisual_settings, media, prompts, speeds
-from tuning import fp8, speed
+from tuning import fp8, patches
 from tuning.pipelines import applied, apply, skipped
 
 # NVIDIA's published one-H200 Nano figures at 720p, 189 frames, 35 steps (inference_benchmarks/ in NVIDIA/cosmos).
@@ -80,7 +81,7 @@ def video_and_images(args, save, parts: set[str]) -> None:
 
     if fp8.attention_unavailable_reason(torch.device(args.device)) is None:
         processors = [layer.self_attn.processor for layer in pipe.transformer.layers]
-        speed.use_fp8_attention(pipe)
+        patches.use_fp8_attention(pipe)
         gpu_benchmark.generate(pipe, clock, "t2v", args.tier, args.frames, 1, 1)
         row, video = _timed(pipe, clock, args, "t2v", args.tier, n, label="fp8_attention alone, eager")
         _levels(row, video, reference)
@@ -216,7 +217,7 @@ def four_steps(args, save) -> None:
 
     pipe = distilled_pipeline(args)
     clock = DecodeClock(pipe)
-    image = media.load_image(prompts.conditioning("i2v"))
+    image = media.load_image(modes.conditioning("i2v"))
 
     def once(mode: str, label: str) -> dict[str, Any]:
         s = audiovisual_settings.settings_for(

@@ -1,15 +1,15 @@
-"""Time Cosmos 3 Nano (random weights) through the Diffusers pipeline, baseline against each speed preset.
+"""Time Cosmos 3 Nano (random weights) through the Diffusers pipeline, baseline against each `SPEED` value.
 
 Builds the Nano architecture (`Cosmos3OmniTransformer()` defaults, 15.2 B parameters) and the real-size Wan 2.2 VAE
 with random weights directly on the GPU in bf16, an exact Qwen tokenizer offline (from the Qwen vocabulary committed
 in support/checkpoints/), and sends our real structured JSON prompts and negative prompt, so text lengths are
-the cookbook's. Everything runs through `helpers.diffusers_pipe.generate`, the notebook's `pipe(...)` call.
+the cookbook's. Everything runs through the audiovisual Diffusers notebook's own `generate` (its `call` cell).
 
-Per (mode, tier, preset) it reports the total, the median step, the VAE decode, and peak GPU memory; it prints
+Per (mode, tier, SPEED value) it reports the total, the median step, the VAE decode, and peak GPU memory; it prints
 NVIDIA's published H200 times beside ours. Tiers timed with fewer than the full steps are extrapolated:
 total = setup + first step + (steps - 1) x median step + decode; the results mark them `extrapolated`.
 The baseline runs first; `fast` and `turbo` add switches to the same model (their outputs are compared with the
-baseline's); the memory presets `low_vram` and `min_vram` each rebuild the same random weights (same seed) and run
+baseline's); the memory values `low_vram` and `min_vram` each rebuild the same random weights (same seed) and run
 under a memory cap (`torch.cuda.set_per_process_memory_fraction`).
 
     python support/benchmarks/gpu_benchmark.py --out results.json                   # on an H200, the published settings
@@ -30,8 +30,9 @@ from typing import Any
 import result_file
 
 from checkpoints import random_weights
+from cosmos3_audiovisual import modes
 from helpers import audiovisual_settings, prompts, speeds
-from tuning import lessons
+from tuning import notebook_calls
 from tuning.pipelines import applied, apply, load_pipeline, skipped
 
 # NVIDIA's published single-H200 Nano times (s), inference_benchmarks.md in NVIDIA/cosmos.
@@ -44,8 +45,8 @@ PUBLISHED = {
     ("t2i", "720p"): {"diffusers": 4.0, "vllm_omni": 2.60},
 }
 SEED = 1234
-# Presets that decide where the weights live: each runs on its own rebuilt pipeline under a memory cap.
-MEMORY_PRESETS = ("low_vram", "min_vram")
+# The SPEED values that decide where the weights live: each runs on its own rebuilt pipeline under a memory cap.
+MEMORY_SPEEDS = speeds.memory_values()
 
 
 def build_pipeline(arch: str, device: str):
@@ -109,7 +110,7 @@ def generate(
         torch.cuda.reset_peak_memory_stats()
     clock.reset()
     start = time.perf_counter()
-    call = lessons.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own `generate`
+    call = notebook_calls.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own `generate`
     out = call(
         s,
         prompts.prompt_text(s),
@@ -149,7 +150,7 @@ def generate(
 def _image():
     from helpers import media
 
-    return media.load_image(prompts.conditioning("i2v"))
+    return media.load_image(modes.conditioning("i2v"))
 
 
 def token_counts(pipe, mode: str, tier: str, frames: int | None) -> dict[str, int]:
@@ -189,7 +190,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     device = args.device
     started = time.perf_counter()
-    memory = [p for p in MEMORY_PRESETS if p in args.presets.split(",")]
+    memory = [p for p in MEMORY_SPEEDS if p in args.speeds.split(",")]
     if memory:
         print(speeds.configure_allocator(memory[0]), flush=True)  # as the notebook does, before CUDA starts
     pipe = build_pipeline(args.arch, device)
@@ -222,76 +223,77 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     jobs = [(mode, tier) for mode in args.modes.split(",") for tier in args.tiers.split(",")]
     full = {mode: (50 if mode == "t2i" else args.steps) for mode in args.modes.split(",")}
     baseline: dict[tuple[str, str], Any] = {}
-    wanted = args.presets.split(",")
+    wanted = args.speeds.split(",")
     # One short call first, so that one-time CUDA/cuBLAS set-up is not charged to the first measurement.
     generate(pipe, clock, jobs[0][0], jobs[0][1], args.frames, 1, 1)
     in_place = [p for p in wanted if p.split("-")[0] in ("baseline", "fast", "turbo")]
     warmed: set[tuple[str, str, tuple[str, ...]]] = set()
-    full_presets = set(args.full.split(",")) if args.full else set()
-    for preset in in_place:
-        apply(pipe, preset_speedups(preset))
+    full_speeds = set(args.full.split(",")) if args.full else set()
+    for speed in in_place:
+        apply(pipe, speed_switches(speed))
         for mode, tier in jobs:
             if over_budget():
-                print(f"budget reached: skipping {preset} {mode} {tier}", flush=True)
+                print(f"budget reached: skipping {speed} {mode} {tier}", flush=True)
                 continue
-            # A full-steps preset runs the planned steps too, so its deviation is taken at the baseline's steps.
+            # A full-steps value runs the planned steps too, so its deviation is taken at the baseline's steps.
             # Images take seconds: always all their steps. Videos at the larger tiers: the planned steps.
             planned = full[mode] if mode == "t2i" else min(plan.get(tier, full[mode]), full[mode])
-            timed = {planned, full[mode]} if preset in full_presets else {planned}
-            if preset == "turbo":
+            timed = {planned, full[mode]} if speed in full_speeds else {planned}
+            if speed == "turbo":
                 timed = {full[mode]}  # step caching decides per step; only a full run measures it
             if not timed:
                 continue
             # Compile for this shape outside the timing, once per set of switches; SeaCache's hooks run outside the
             # compiled layers, so `turbo` after `fast` finds its shapes ready.
             key = (mode, tier, tuple(s for s in applied(pipe) if s != "sea_cache"))
-            if preset != "baseline" and "compile" in applied(pipe) and key not in warmed:
+            if speed != "baseline" and "compile" in applied(pipe) and key not in warmed:
                 generate(pipe, clock, mode, tier, args.frames, 2, 2)
                 warmed.add(key)
             for steps in sorted(timed):
                 row, video = generate(pipe, clock, mode, tier, args.frames, steps, full[mode])
-                row.update(preset=preset, speedups=list(applied(pipe)), skipped=list(skipped(pipe)))
+                row.update(speed=speed, speedups=list(applied(pipe)), skipped=list(skipped(pipe)))
                 row.update(token_counts(pipe, mode, tier, args.frames))
-                if preset == "baseline":
+                if speed == "baseline":
                     baseline[(mode, tier, steps)] = video
                 elif (mode, tier, steps) in baseline:
                     row.update(deviation(video, baseline[(mode, tier, steps)]))
                 row.update(published(mode, tier, row["total_s"]))
                 save(row)
-    memory_presets = [p for p in MEMORY_PRESETS if p in wanted]
-    if memory_presets:
-        del pipe, clock  # the memory presets need the GPU memory back before they rebuild the weights
-        for preset in memory_presets:
-            under_cap(preset, args, baseline, plan, full, save, over_budget)
+    memory_speeds = [p for p in MEMORY_SPEEDS if p in wanted]
+    if memory_speeds:
+        del pipe, clock  # the memory values need the GPU memory back before they rebuild the weights
+        for speed in memory_speeds:
+            under_cap(speed, args, baseline, plan, full, save, over_budget)
     return results
 
 
-def preset_speedups(preset: str) -> tuple[str, ...]:
-    """A preset's switches; `fast-flash_attention` is `fast` without that switch (an ablation)."""
-    name, *dropped = preset.split("-")
+def speed_switches(speed: str) -> tuple[str, ...]:
+    """A SPEED value's switches in the tuning notebook; `fast-flash_attention` is `fast` without that switch (an
+    ablation), `baseline` is `none`."""
+    name, *dropped = speed.split("-")
     return tuple(s for s in speeds.switches("none" if name == "baseline" else name, "tuning") if s not in dropped)
 
 
-def under_cap(preset: str, args, baseline, plan, full, save, over_budget) -> None:
-    """Rebuild the same weights, apply a memory preset, and run each of its tiers under its memory cap."""
+def under_cap(speed: str, args, baseline, plan, full, save, over_budget) -> None:
+    """Rebuild the same weights, apply a memory value of SPEED, and run each of its tiers under its memory cap."""
     import gc
 
     import torch
 
-    caps = [cap.split(":")[1:] for cap in args.caps.split(",") if cap.split(":")[0] == preset]
-    torch._dynamo.reset()  # compiled layers of the earlier presets would otherwise keep their weights alive
+    caps = [cap.split(":")[1:] for cap in args.caps.split(",") if cap.split(":")[0] == speed]
+    torch._dynamo.reset()  # compiled layers of the earlier values would otherwise keep their weights alive
     gc.collect()
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
     if torch.cuda.is_available():
         left = torch.cuda.memory_allocated() / 2**30
-        print(f"{preset}: {left:.2f} GiB still allocated before the rebuild", flush=True)
+        print(f"{speed}: {left:.2f} GiB still allocated before the rebuild", flush=True)
     pipe = build_pipeline(args.arch, args.device)
     clock = StepClock(pipe)
-    apply(pipe, speeds.switches(preset, "tuning"))
+    apply(pipe, speeds.switches(speed, "tuning"))
     gc.collect()
     for tier, gib, *timed in caps:
         if over_budget():
-            print(f"budget reached: skipping {preset} t2v {tier}", flush=True)
+            print(f"budget reached: skipping {speed} t2v {tier}", flush=True)
             continue
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -301,9 +303,9 @@ def under_cap(preset: str, args, baseline, plan, full, save, over_budget) -> Non
         try:
             row, video = generate(pipe, clock, "t2v", tier, args.frames, steps, full["t2v"])
         except torch.OutOfMemoryError as error:  # a row that says so, and the next cap still runs
-            save({"mode": "t2v", "tier": tier, "preset": preset, "cap_gib": float(gib), "error": str(error)[:300]})
+            save({"mode": "t2v", "tier": tier, "speed": speed, "cap_gib": float(gib), "error": str(error)[:300]})
             continue
-        row.update(preset=preset, speedups=list(applied(pipe)), cap_gib=float(gib))
+        row.update(speed=speed, speedups=list(applied(pipe)), cap_gib=float(gib))
         if (key := ("t2v", tier, steps)) in baseline:
             row.update(deviation(video, baseline[key]))
         row.update(published("t2v", tier, row["total_s"]))
@@ -324,26 +326,31 @@ def published(mode: str, tier: str, total: float) -> dict[str, float]:
     }
 
 
+def row_speed(row: dict[str, Any]) -> str:
+    """The SPEED value a row timed (results written before the benchmarks said `speed` call it `preset`)."""
+    return row.get("speed", row.get("preset", ""))
+
+
 def table(paths: list[str], only: set[str] | None = None) -> str:
-    """A markdown table of the rows in the given result files (of the presets in `only`, when given)."""
+    """A markdown table of the rows in the given result files (of the SPEED values in `only`, when given)."""
     head = (
-        "| mode | tier | preset | total (s) | step (s) | decode (s) | peak (GiB) | cap (GiB) | max dev | PSNR (dB) "
+        "| mode | tier | SPEED | total (s) | step (s) | decode (s) | peak (GiB) | cap (GiB) | max dev | PSNR (dB) "
         "| NVIDIA Diffusers (s) | NVIDIA vLLM-Omni (s) | ours / vLLM-Omni |\n|" + "---|" * 13
     )
     lines = [head]
     for path in paths:
         for r in json.loads(Path(path).read_text())["rows"]:
-            if only and r["preset"] not in only:
+            if only and row_speed(r) not in only:
                 continue
             if "error" in r:
                 lines.append(
-                    f"| {r['mode']} | {r['tier']} | {r['preset']} | out of memory |  |  |  | {r['cap_gib']} |"
+                    f"| {r['mode']} | {r['tier']} | {row_speed(r)} | out of memory |  |  |  | {r['cap_gib']} |"
                     + " |" * 5
                 )
                 continue
             total = f"{r['total_s']}" + (f" (from {r['steps_timed']} steps)" if r["extrapolated"] else "")
             lines.append(
-                f"| {r['mode']} | {r['tier']} | {r['preset']} | {total} | {r['median_step_s']} | {r['decode_s']} "
+                f"| {r['mode']} | {r['tier']} | {row_speed(r)} | {total} | {r['median_step_s']} | {r['decode_s']} "
                 f"| {r['peak_gib']} | {r.get('cap_gib', '')} | {r.get('max_abs_dev', '')} | {r.get('psnr_db', '')} "
                 f"| {r.get('nvidia_diffusers_s', '')} | {r.get('nvidia_vllm_omni_s', '')} "
                 f"| {r.get('vs_nvidia_vllm_omni', '')} |"
@@ -361,20 +368,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=35, help="full video steps (t2i uses 50)")
     parser.add_argument("--plan", default="256p:35,480p:6,720p:3", help="steps actually timed per tier")
     parser.add_argument(
-        "--presets",
+        "--speeds",
         default="baseline,fast,turbo,low_vram,min_vram",
-        help="in this order; NAME-SWITCH drops a switch from a preset (fast-flash_attention)",
+        help="SPEED values, in this order (baseline: none); NAME-SWITCH drops a switch from one (fast-flash_attention)",
     )
-    parser.add_argument("--full", default="", help="presets also timed over all steps at every tier (fast)")
+    parser.add_argument("--full", default="", help="SPEED values also timed over all steps at every tier (fast)")
     parser.add_argument(
         "--caps",
         default="low_vram:720p:24,low_vram:480p:16,min_vram:256p:8:6",
-        help="memory caps: preset:tier:GiB[:steps to time, else --plan's], ...",
+        help="memory caps: speed:tier:GiB[:steps to time, else --plan's], ...",
     )
     parser.add_argument("--budget-s", type=float, default=480, help="skip what would start after this many seconds")
     parser.add_argument("--out", default="gpu_benchmark.json")
     parser.add_argument("--table", nargs="+", metavar="JSON", help="print the markdown table of result files")
-    parser.add_argument("--only", default="", help="with --table: only these presets' rows (comma-separated)")
+    parser.add_argument("--only", default="", help="with --table: only these SPEED values' rows (comma-separated)")
     args = parser.parse_args(argv)
     if args.table:
         print(table(args.table, set(args.only.split(",")) - {""}))

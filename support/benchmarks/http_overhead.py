@@ -25,7 +25,7 @@ from cookbook_tools import notebooks
 from helpers import audiovisual_settings, media, prompts
 from local_server import omni_http
 from local_server.server import LocalServer
-from tuning import lessons
+from tuning import notebook_calls
 from tuning.pipelines import load_pipeline
 
 RESULTS = Path(__file__).parent / "results" / "http_overhead.json"
@@ -49,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     s = audiovisual_settings.settings_for("t2v", "smoke", seed=0)
     text, negative = prompts.prompt_text(s), prompts.negative_prompt()
-    form = {"model": "tiny", "prompt": text, **omni_http.video_fields(s, negative)}
+    form = {"model": "tiny", "prompt": text, **notebook_calls.omni_fields()(s, negative)}  # the notebook's fields
 
     pipe, _ = load_pipeline("tiny", device="cpu")
-    generate = lessons.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own call
+    generate = notebook_calls.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own call
     with (
         tempfile.TemporaryDirectory() as folder,
         LocalServer.start("tiny", device="cpu", flags=["--no-guardrails"], progress=False) as server,

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_benchmark import StepClock, build_pipeline, preset_speedups, tier_of  # noqa: E402
+from gpu_benchmark import StepClock, build_pipeline, speed_switches, tier_of  # noqa: E402
 
 from helpers import audiovisual_settings, prompts  # noqa: E402
 from tuning import (
-    lessons,  # noqa: E402
+    notebook_calls,  # noqa: E402
     pipelines,  # noqa: E402
 )
 
@@ -36,7 +36,7 @@ from tuning import (
 def image(pipe, clock: StepClock, tier: str, steps: int) -> None:
     s = audiovisual_settings.settings_for("t2i", "published", tier=tier_of(tier), num_inference_steps=steps, seed=1234)
     clock.reset()
-    call = lessons.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own `generate`
+    call = notebook_calls.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own `generate`
     call(s, prompts.prompt_text(s), prompts.negative_prompt(s.mode), callback_on_step_end=clock.on_step_end)
 
 
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     pipe = build_pipeline(args.arch, args.device)
-    pipelines.apply(pipe, preset_speedups("fast"))
+    pipelines.apply(pipe, speed_switches("fast"))
     clock = StepClock(pipe)
     cuda = torch.cuda.is_available() and args.device == "cuda"
     events: list[tuple[Any, Any]] = []

@@ -1,8 +1,8 @@
 """Time text-to-video through the parallel Diffusers runner on N GPUs, with one GPU's time in the same file.
 
-Nano's architecture with random weights (`MODEL="nano-random"`, built once on the GPU by `random_checkpoints` and
-loaded with `from_pretrained`), 189 frames, 35 steps, `SPEED="fast"`, at each tier, through
-`tuning.several_gpus` (one torchrun command per GPU count, all tiers in it). Each size is first
+Nano's architecture with random weights (`MODEL="nano-random"`, built once on the GPU by
+`checkpoints.random_weights` and loaded with `from_pretrained`), 189 frames, 35 steps, `SPEED="fast"`, at each tier,
+through `tuning.several_gpus` (one torchrun command per GPU count, all tiers in it). Each size is first
 generated untimed at 2 steps (compilation, cuDNN tuning); the timed generation then runs all steps, and its time is
 rank 0's from the pipe call to the decoded video, as the run's manifest records it. Rows are keyed by (model, GPUs,
 degrees, tier) and merged into `--out`, so GPU counts can be run in separate commands; each row is compared with the

@@ -32,16 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
 
-    from local_server import serve
+    from local_server import launcher
     from local_server.server import LocalServer
 
-    gpu = serve.wants_gpu()
+    gpu = launcher.wants_gpu()
     folder = Path(tempfile.mkdtemp(prefix="vllm-omni-env-"))
-    os.environ[serve.ENV_VAR] = str(folder / "env")
+    os.environ[launcher.ENV_VAR] = str(folder / "env")
     os.environ["PIP_NO_CACHE_DIR"] = "1"
     try:
         started = time.perf_counter()
-        subprocess.run(["bash", "scripts/serve_vllm_omni.sh", "--install"], cwd=serve.REPOSITORY, check=True)
+        subprocess.run(["bash", "scripts/serve_vllm_omni.sh", "--install"], cwd=launcher.REPOSITORY, check=True)
         install_s = time.perf_counter() - started
         size_gb = _size_gb(folder / "env")
         started = time.perf_counter()

@@ -39,7 +39,7 @@ import gpu_benchmark
 import result_file
 
 from helpers import audiovisual_settings, media, prompts, speeds
-from tuning import pipelines, speed
+from tuning import patches, pipelines
 
 # NVIDIA's published one-GPU Nano figures for 720p text to video, 189 frames, 35 steps (NVIDIA/cosmos
 # inference_benchmarks/): PyTorch FP8 is sampling only, with the inference command's step cache on by default.
@@ -120,7 +120,7 @@ def run_row(args: argparse.Namespace, row: Row) -> dict[str, Any]:
     cuda = torch.device(args.device).type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     pipe = gpu_benchmark.build_pipeline(args.arch, args.device)
-    passes = speed.count_decoder_passes(pipe)  # a cache switch then counts inside itself
+    passes = patches.count_decoder_passes(pipe)  # a cache switch then counts inside itself
     switches = row.switches()
     pipelines.apply(pipe, switches)
     if "threshold" in row.settings:

@@ -4,7 +4,7 @@
     python support/benchmarks/transfer_tasks.py --model nano-random --task edge \
         --out support/benchmarks/results/transfer_edge_h200.json
 
-Each task runs through the transfer notebook's own `transfer` (its `call` cell, run by `tuning.lessons`, on
+Each task runs through the transfer notebook's own `transfer` (its `call` cell, run by `tuning.notebook_calls`, on
 the pipeline loaded and scheduled as the notebook's tour has it) at the `default` preset, NVIDIA's settings: 121
 frames at 1280x720 in one chunk, guidance 3.0 and control guidance 1.5, so each step runs the transformer three
 times. `edge` is the Canny edge map of the bundled source clip; `edge+depth` adds the bundled depth map. A step
@@ -28,9 +28,11 @@ import numpy as np
 import result_file
 from PIL import Image
 
-from helpers import assets, environment, media, prompts, transfer_settings
-from helpers.schedules import NativeFlowUniPCMultistepScheduler
-from tuning import lessons, pipelines
+import checkpoints
+from cosmos3_transfer import transfer_settings
+from cosmos3_transfer.schedules import NativeFlowUniPCMultistepScheduler
+from helpers import assets, environment, media, prompts
+from tuning import notebook_calls
 
 PROMPT = "A city street on a rainy evening: wet asphalt mirrors the shop lights, cars wait at the curb."
 TASKS = ("edge", "edge+depth")
@@ -51,7 +53,17 @@ def load(model: str, *, device: str = "auto", guardrails: str = "auto") -> Any:
     """The modular pipeline as the notebook's tour runs it: loaded as its set-up loads it, on the shifted flow
     schedule its quickstart turns on (`use_karras_sigmas=False`), with the cookbook's UniPC that answers with the
     native flow levels (the notebook's section on the scheduler says why)."""
-    pipe = pipelines.load_transfer(model, device=device, guardrails=guardrails)
+    from diffusers import Cosmos3OmniModularPipeline
+
+    checkpoint = checkpoints.resolve(model, device=device, guardrails=guardrails)
+    pipe = Cosmos3OmniModularPipeline.from_pretrained(checkpoint.path)
+    pipe.load_components(dtype=checkpoint.dtype)
+    if checkpoint.guardrails:
+        pipe.enable_safety_checker()
+    else:
+        pipe.disable_safety_checker()
+    pipe.to(checkpoint.device)
+    pipe.set_progress_bar_config(disable=True)
     pipe.update_components(
         scheduler=NativeFlowUniPCMultistepScheduler.from_config(pipe.scheduler.config, use_karras_sigmas=False)
     )
@@ -77,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     low, high = sorted(args.steps)
     pipe = load(args.model, device=args.device)
-    transfer = lessons.define("transfer/run_with_diffusers.ipynb", pipe=pipe)["transfer"]
-    s = transfer_settings.settings_for(args.task.split("+"), args.preset, resolution_tier=args.tier)
+    transfer = notebook_calls.define("transfer/run_with_diffusers.ipynb", pipe=pipe)["transfer"]
+    s = transfer_settings.settings_for(args.task.split("+"), args.preset, tier=args.tier)
     given = task_controls(args.task, s)
     rows, reference = [], None
     for speed in ("none", "fast"):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cosmos3_audiovisual import modes
 from helpers import media, prompts
 from helpers.audiovisual_settings import IMAGE_CONDITIONED_MODES, VIDEO_CONDITIONED_MODES, AudiovisualSettings
 from helpers.errors import CookbookError, InvalidSettingError
@@ -62,7 +63,7 @@ def build_request(
         what = {0: "no conditioning file", 1: "one conditioning file", 2: "two images: the first and the last frame"}
         raise InvalidSettingError(f"Mode {mode!r} takes {what[wanted]}, and {len(references)} were given.")
     if not references and wanted:
-        references = prompts.first_and_last() if mode == "fl2v" else (prompts.conditioning(mode),)
+        references = modes.first_and_last() if mode == "fl2v" else (modes.conditioning(mode),)
     return Request(
         mode=mode,
         prompt=text,
@@ -130,22 +131,18 @@ def _video(request: Request) -> list[Any] | None:
 class OmniBackend:
     """A vLLM-Omni server: images in one call; videos as an asynchronous job whose status is polled.
 
-    `client` is the notebook's `openai.OpenAI`; `model` the served name. Server errors raise `OmniAPIError`.
+    `client` is the notebook's `openai.OpenAI`; `model` the served name; `fields` the notebook's own
+    `fields(s, negative_prompt, extra_params)` (its `call` cell), which turns settings into the request's fields: the
+    form sends what the notebook sends, as `DiffusersBackend` runs the notebook's own call. Server errors raise
+    `OmniAPIError`.
     """
 
     name = "vllm-omni"
 
-    def __init__(
-        self,
-        client: OpenAI,
-        model: str,
-        *,
-        extra_params: dict[str, Any] | None = None,
-        poll_s: float = 0.25,
-    ):
+    def __init__(self, client: OpenAI, model: str, fields: Callable[..., dict[str, Any]], *, poll_s: float = 0.25):
         self.client = client
         self.model = model
-        self.extra_params = extra_params
+        self.fields = fields
         self.poll_s = poll_s
 
     def generate(self, request: Request, gen: Generation, on_progress: ProgressCallback, stop: StopCheck) -> None:
@@ -154,24 +151,27 @@ class OmniBackend:
 
     def _generate(self, request: Request, gen: Generation, on_progress: ProgressCallback, stop: StopCheck) -> None:
         import base64
+        import json
 
         from local_server import omni_http
 
         s = request.settings
         if s.is_image:
             on_progress(0, 100, "requested")
+            body = self.fields(s, request.negative_prompt)
+            body["extra_params"] = json.loads(body["extra_params"])  # the image route reads JSON: an object
             image = self.client.images.generate(
                 model=self.model,
                 prompt=request.prompt,
                 size=s.size,  # type: ignore[arg-type]  # any WIDTHxHEIGHT is accepted
                 n=1,
                 response_format="b64_json",
-                extra_body=omni_http.image_fields(s, request.negative_prompt, self.extra_params),
+                extra_body=body,
             )
             on_progress(100, 100, "saving")
             gen.save_bytes(base64.b64decode(image.data[0].b64_json or ""), ".png")
             return
-        extra = dict(self.extra_params or {})
+        extra: dict[str, Any] = {}
         upload: dict[str, Any] = {}
         if request.mode == "fl2v":
             # The two frames as a lossless clip, with the latent frames to keep: vLLM-Omni's first-and-last recipe.
@@ -181,7 +181,9 @@ class OmniBackend:
         elif request.references:
             path = request.references[0]
             upload["input_reference"] = (path.name, path.read_bytes(), "application/octet-stream")
-        fields = omni_http.video_fields(s, request.negative_prompt, extra or None)
+        fields = self.fields(s, request.negative_prompt, extra or None)
+        if s.enable_sound:
+            fields["generate_sound"] = True  # the mode's own field, as the notebook's sound sections send it
         size = fields.pop("size")
         job = self.client.videos.create(
             model=self.model,

@@ -1,2 +1,3 @@
-"""The vLLM-Omni side: request fields and error handling around the HTTP calls, launch commands for a real
-server, and starting the real one (`serve`, and `local_server` for the notebook)."""
+"""The vLLM-Omni side: error handling around the notebooks' HTTP calls (`omni_http`), launch commands for a real
+server (`recipes`), the launcher `scripts/serve_vllm_omni.sh` runs (`launcher`), the server a notebook starts for
+BASE_URL="auto" (`server`), and the room's limits (`room_limits`)."""

@@ -1,6 +1,6 @@
-"""What the vLLM-Omni notebook needs around its HTTP calls (which it writes out itself): request fields from a
-`AudiovisualSettings` (every setting is sent, so the server's defaults never decide), an httpx client whose error
-answers raise `OmniAPIError` with the server's message, and a wait until a server is ready.
+"""What the vLLM-Omni notebooks need around their HTTP calls, which they write out themselves (each notebook's `call`
+cell turns settings into a request's fields, the one path there is): an httpx client whose error answers raise
+`OmniAPIError` with the server's message, the server's own timing of an answer, and a wait until a server is ready.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 
-from helpers.audiovisual_settings import AudiovisualSettings
 from helpers.errors import CookbookError
 
 # openai 2.3-2.8 send `videos.create` as JSON when there is no file; vLLM-Omni reads only forms, so force multipart.
@@ -109,43 +108,6 @@ def server_timing(response: httpx.Response) -> dict[str, float]:
         "server_s": float(response.headers["X-Inference-Time-S"]),
         "server_peak_mb": float(response.headers["X-Peak-Memory-MB"]),
     }
-
-
-def video_fields(
-    settings: AudiovisualSettings, negative_prompt: str = "", extra_params: dict[str, Any] | None = None
-) -> dict[str, str]:
-    """The form fields of a video request for `settings`: every one, so nothing falls to the server's defaults."""
-    fields = {
-        "size": settings.size,
-        "num_frames": str(settings.num_frames),
-        "fps": str(settings.fps),
-        "seed": str(settings.seed),
-        "num_inference_steps": str(settings.num_inference_steps),
-        "guidance_scale": str(settings.guidance_scale),
-        "flow_shift": str(settings.flow_shift),
-        "negative_prompt": negative_prompt,
-        "generate_sound": "true" if settings.enable_sound else "false",
-    }
-    if extra_params:
-        # A JSON string: the SDK would flatten a dict into `extra_params[key]` fields the server ignores.
-        fields["extra_params"] = json.dumps(extra_params)
-    return fields
-
-
-def image_fields(
-    settings: AudiovisualSettings, negative_prompt: str = "", extra_params: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The `extra_body` of `images.generate`: the Cosmos 3 settings the OpenAI signature has no argument for."""
-    body: dict[str, Any] = {
-        "negative_prompt": negative_prompt,
-        "num_inference_steps": settings.num_inference_steps,
-        "guidance_scale": settings.guidance_scale,
-        "flow_shift": settings.flow_shift,
-        "seed": settings.seed,
-    }
-    if extra_params:
-        body["extra_params"] = extra_params
-    return body
 
 
 def wait_for_server(

@@ -1,7 +1,7 @@
 """Where the vLLM-Omni notebook sends its requests: a server at `BASE_URL`, or the real vLLM-Omni server it starts.
 
 `BASE_URL="auto"` means `$OMNI_BASE_URL` when it is set, else a `vllm serve MODEL --omni` started in the background
-on 127.0.0.1 the way `bash scripts/serve_vllm_omni.sh` starts it (`local_server.serve`), which the
+on 127.0.0.1 the way `bash scripts/serve_vllm_omni.sh` starts it (`local_server.launcher`), which the
 notebook's last cell stops again. Start-up is shown as it goes; a server that exits, before it is ready or later
 while a request waits, is reported with its exit status, the end of its log, the command and the likely fix.
 """
@@ -31,7 +31,7 @@ from checkpoints.resolver import source_of
 from helpers import speeds
 from helpers.errors import CookbookError, GuardrailsUnavailableError, InvalidSettingError
 from helpers.settings import check_guardrails
-from local_server import serve
+from local_server import launcher, omni_http
 from local_server.omni_http import EXPLAIN_ERROR, OmniAPIError, wait_for_server
 
 BASE_URL_ENV = "OMNI_BASE_URL"
@@ -41,7 +41,7 @@ SERVER_KEY_ENV = "VLLM_API_KEY"
 READY_LINE = "Application startup complete."
 # What the log says while the server comes up, and what the progress bar shows for it.
 PHASES = (
-    (serve.PREFIX + " creating", "installing the server environment (first use only: about 5 minutes)"),
+    (launcher.PREFIX + " creating", "installing the server environment (first use only: about 5 minutes)"),
     ("Delegating entrypoint handling to vllm-omni", "starting vLLM-Omni"),
     ("Loading weights", "loading the checkpoint"),
     ("dummy run to warm up", "a first generation to warm up"),
@@ -49,12 +49,12 @@ PHASES = (
 )
 # Log lines that name a cause, and what to do about it.
 FIXES = (
-    (serve.PREFIX + " error:", None),  # the serve module's own message says what to do
+    (launcher.PREFIX + " error:", None),  # the launcher's own message says what to do
     ("Address already in use", "the port is taken: pass another port, or stop what listens there"),
     (
         "No module named",
         "the server environment is missing a package: delete it (~/.cache/cosmos3-cookbook/vllm-omni-*, or "
-        f"${serve.ENV_VAR}) and start again, and it is reinstalled",
+        f"${launcher.ENV_VAR}) and start again, and it is reinstalled",
     ),
     ("Repository Not Found", "MODEL is not a Hugging Face repository this machine may read: check the id and access"),
     ("not a valid model identifier", "MODEL is neither a checkpoint folder nor a Hugging Face id: check it"),
@@ -121,7 +121,7 @@ class LocalServer:
         # MODEL's own checks (a Hub id without a GPU among them), before a server starts to download anything; the
         # server's guardrails are its own.
         checkpoints.check(model, device=device, guardrails=False, served=True)
-        if "--no-guardrails" not in flags and not serve.wants_gpu(None if device == "auto" else device):
+        if "--no-guardrails" not in flags and not launcher.wants_gpu(None if device == "auto" else device):
             raise GuardrailsUnavailableError(
                 f"A vLLM-Omni server of MODEL={model!r} on this CPU would run NVIDIA's guardrails (GUARDRAILS='on', or "
                 "'auto' with real weights), and vLLM's CPU build runs without them (no cosmos_guardrail there). Set "
@@ -129,7 +129,7 @@ class LocalServer:
                 "that runs them."
             )
         port = port or free_port()
-        command = [sys.executable, "-m", serve.__name__, model, "--port", str(port), *flags]
+        command = [sys.executable, "-m", launcher.__name__, model, "--port", str(port), *flags]
         scratch = None if log_path else Path(tempfile.mkdtemp(prefix="omni-server-"))
         log_file = Path(log_path) if log_path else scratch / "server.log"  # type: ignore[operator]
         log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -138,13 +138,13 @@ class LocalServer:
         if api_key:
             env[SERVER_KEY_ENV] = api_key
         if device != "auto":
-            env[serve.DEVICE_ENV] = device
+            env[launcher.DEVICE_ENV] = device
         if scratch is not None and "VLLM_OMNI_SERVER_STORAGE__PATH" not in env:
             env["VLLM_OMNI_SERVER_STORAGE__PATH"] = str(scratch / "storage")
         with open(log_file, "wb") as out:
             # A session of its own: stopping the server reaches the engine processes vLLM starts, too.
             process = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=serve.REPOSITORY, start_new_session=True
+                command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=launcher.REPOSITORY, start_new_session=True
             )
         server = cls(process, f"http://127.0.0.1:{port}", log_file, command, api_key, scratch)
         try:
@@ -313,11 +313,18 @@ class _AsyncWatched(httpx.AsyncHTTPTransport):
 
 @dataclass
 class Endpoint:
-    """Where the notebook sends requests, and the local server it started (None for an external one)."""
+    """Where the notebook sends requests, and the local server it started (None for an external one); `model` is
+    the name the server answers to, once `connect` has waited for it."""
 
     base_url: str
     api_key: str | None
     server: LocalServer | None
+    model: str = ""
+
+    @property
+    def key(self) -> str:
+        """The bearer token to send: "EMPTY" where none was given, which a server without `--api-key` ignores."""
+        return self.api_key or "EMPTY"
 
     def describe(self) -> str:
         return "a vLLM-Omni server started by this notebook" if self.server else "an external server"
@@ -370,7 +377,7 @@ def where(base_url: str, device: str = "auto") -> str:
             "`bash scripts/serve_vllm_omni.sh tiny --host 0.0.0.0 --api-key <secret>` on a Linux machine, or "
             "$OMNI_BASE_URL), with API_KEY; on Windows, WSL is Linux and runs it. The Diffusers notebooks run here."
         )
-    return "cuda" if serve.wants_gpu(None if device == "auto" else device) else "cpu"
+    return "cuda" if launcher.wants_gpu(None if device == "auto" else device) else "cpu"
 
 
 def server_flags(model: str, guardrails: str, speed: str, family: str = "audiovisual", gpu: bool = True) -> list[str]:
@@ -407,3 +414,20 @@ def endpoint(
         print(f"SPEED={speed!r} on a CPU server: {' '.join(skipped)} left out (they need a GPU)")
     server = LocalServer.start(model, api_key=key, flags=flags, device=device, progress=progress)
     return Endpoint(server.base_url, key, server)
+
+
+def connect(base_url: str, *, deadline_s: float = 600.0, **where: Any) -> Endpoint:
+    """A notebook's connection to its server, in one call: `endpoint(base_url, **where)` (`model`, `api_key`,
+    `device`, `guardrails`, `speed`, `family`, `progress`; `base_url="auto"` starts a local server on `model`), a
+    lesson cell's lost connection explained in IPython (`Endpoint.explain_lost_connections_in`), and the wait until
+    the server is ready, whose answer gives the name it serves (`Endpoint.model`)."""
+    found = endpoint(base_url, **where)
+    from IPython import get_ipython
+
+    found.explain_lost_connections_in(get_ipython())
+    try:
+        found.model = omni_http.wait_for_server(found.base_url, api_key=found.key, deadline_s=deadline_s)[0]
+    except BaseException:
+        found.close()  # a server this call started does not outlive the failure
+        raise
+    return found

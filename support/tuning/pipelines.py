@@ -2,30 +2,12 @@
 
 `load_pipeline` is the Diffusers notebooks' load cells in one call, `notebook_call` the audiovisual notebook's own
 `generate` (its tagged `call` cell, run on a pipeline: the call is written once, in the notebook), and `apply` turns
-the speed and memory switches of `tuning.speed` on by name, as make_it_fast_with_diffusers.ipynb's cells do one by
-one. Applying the same names again does nothing; `applied` and
-`skipped` say what is on and what this machine cannot run (`cuda_graphs` is skipped off CUDA, `flash_attention`
-where FlashAttention-4 cannot run and `flash_attention_3` and `fp8_attention` off Hopper, and PyTorch's attention
-stays; `fp8_linears` where FP8 matrix products cannot run, and bf16 stays). `EXCLUSIVE` lists the switches that
-cannot be on together, and why.
-
-| switch | what it does | output |
-|---|---|---|
-| `fp8_storage` | transformer weights stored in float8, computed in the model dtype (layerwise casting) | changes |
-| `text_tower_offload` | the text tower's weights in CPU memory, copied to the GPU for each call (step 0 only) | same |
-| `fp8_linears` | the generation pathway's matrix products in FP8 (torchao, per-row scales; compiled) | changes |
-| `compile` | `compile_repeated_blocks(fullgraph=True)`; with `text_kv_cache`, its per-step half | same up to noise |
-| `text_kv_cache` | the text tower's per-layer keys and values, once per prompt, not per step | same up to noise |
-| `zero_encode_cache` | the VAE encoding of the blank video that text-to-video encodes, once per size | same |
-| `first_frame_2d` | the VAE's convolutions in 2-D for a clip's first frame (all of an image) | same up to noise |
-| `flash_attention` | FlashAttention-4 on Hopper/Blackwell GPUs (`tuning.flash_attention`) | same up to noise |
-| `flash_attention_3` | bf16 FlashAttention-3 on Hopper GPUs, the attention NVIDIA's FP8 runs | same up to noise |
-| `fp8_attention` | FlashAttention-3's FP8 kernel for the generation tokens' attention (Hopper) | changes |
-| `cuda_graphs` | an image's whole transformer call replayed as a CUDA graph, kept across images (CUDA only) | same |
-| `sea_cache` | diffusers' SeaCache: reuses the decoder stack's residual on steps where little changes | changes |
-| `nvidia_sea_cache` | SeaCache as NVIDIA's inference command sets it (threshold 0.35, no cap on skips) | changes |
-| `group_offload` | keeps transformer layers in CPU memory and streams them to the GPU one at a time | same |
-| `vae_tiling` | decodes the video in overlapping tiles | changes slightly |
+the switches of `tuning.patches` and diffusers' own on by name, as make_it_fast_with_diffusers.ipynb's cells do one
+by one; what each switch does and to the output is `helpers.speeds.SWITCHES`, in the order they are applied. Applying
+the same names again does nothing; `applied` and `skipped` say what is on and what this machine cannot run
+(`cuda_graphs` is skipped off CUDA, `flash_attention` where FlashAttention-4 cannot run and `flash_attention_3` and
+`fp8_attention` off Hopper, and PyTorch's attention stays; `fp8_linears` where FP8 matrix products cannot run, and
+bf16 stays). `EXCLUSIVE` lists the switches that cannot be on together, and why.
 """
 
 from __future__ import annotations
@@ -37,49 +19,17 @@ from typing import TYPE_CHECKING, Any
 from checkpoints import Checkpoint, resolve
 from helpers import speeds
 from helpers.errors import InvalidSettingError
-from tuning import lessons
-from tuning import speed as patches
+from tuning import notebook_calls, patches
 
 if TYPE_CHECKING:
     import torch
     from diffusers import Cosmos3OmniPipeline
 
-# The order switches are applied in. Hooks registered later wrap earlier ones, so this order keeps each switch
-# working with the others: compilation comes before the text cache (which then compiles its own per-step half), and
-# group offloading, outermost, moves a layer's weights to the GPU before anything inside it runs.
-SWITCHES: tuple[str, ...] = (
-    "fp8_storage",
-    "text_tower_offload",
-    "fp8_linears",
-    "compile",
-    "text_kv_cache",
-    "zero_encode_cache",
-    "first_frame_2d",
-    "flash_attention",
-    "flash_attention_3",
-    "fp8_attention",
-    "cuda_graphs",
-    "sea_cache",
-    "nvidia_sea_cache",
-    "group_offload",
-    "vae_tiling",
-)
-# Switches that decide how much of the model sits on the accelerator.
-MEMORY_SWITCHES: frozenset[str] = frozenset({"fp8_storage", "text_tower_offload", "group_offload"})
-# Switches whose output matches the baseline's up to numerical noise.
-EXACT_SWITCHES: frozenset[str] = frozenset(
-    {
-        "text_tower_offload",
-        "compile",
-        "text_kv_cache",
-        "cuda_graphs",
-        "zero_encode_cache",
-        "first_frame_2d",
-        "flash_attention",
-        "flash_attention_3",
-        "group_offload",
-    }
-)
+# The switches in the order they are applied, those that decide how much of the model sits on the accelerator, and
+# those whose output matches the baseline's up to numerical noise: all from the one table, `helpers.speeds`.
+SWITCHES: tuple[str, ...] = tuple(speeds.SWITCHES)
+MEMORY_SWITCHES: frozenset[str] = speeds.MEMORY_SWITCHES
+EXACT_SWITCHES: frozenset[str] = speeds.EXACT_SWITCHES
 # SeaCache as NVIDIA's inference command sets it (NVIDIA/cosmos-framework's CLI turns it on by default): a larger
 # budget than diffusers' default of 0.25, and no cap on steps reused in a row (diffusers caps them at 2).
 NVIDIA_SEA_CACHE = {"threshold": 0.35, "max_consecutive_cached": 0}
@@ -273,20 +223,4 @@ def notebook_call(pipe: Cosmos3OmniPipeline) -> Callable[..., Any]:
     """run_with_diffusers.ipynb's own `generate(s, prompt, negative_prompt="", output_type="np", **inputs)` on `pipe`:
     its tagged `call` cell, run here, so that code without the notebook makes the notebook's `pipe(...)` call and
     not a copy of it."""
-    return lessons.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]
-
-
-def load_transfer(model: str, *, device: str = "auto", guardrails: str = "auto", progress: bool = False) -> Any:
-    """`Cosmos3OmniModularPipeline` loaded as the transfer notebook loads it (diffusers reaches transfer only there)."""
-    from diffusers import Cosmos3OmniModularPipeline
-
-    checkpoint = resolve(model, device=device, guardrails=guardrails)
-    pipe = Cosmos3OmniModularPipeline.from_pretrained(checkpoint.path)
-    pipe.load_components(dtype=checkpoint.dtype)
-    if checkpoint.guardrails:
-        pipe.enable_safety_checker()
-    else:
-        pipe.disable_safety_checker()
-    pipe.to(checkpoint.device)
-    pipe.set_progress_bar_config(disable=not progress)
-    return pipe
+    return notebook_calls.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]

@@ -11,16 +11,17 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 
-from helpers import audiovisual_settings, models, speeds
+from cosmos3_audiovisual import modes
+from helpers import models, speeds
 from helpers.audiovisual_settings import AudiovisualSettings
 from helpers.errors import InvalidSettingError
 from helpers.settings import check_guardrails
 from tuning.several_gpus.layout import Degrees, degrees_for
 
-# The SPEED values that run on several GPUs: their switches give the same output as one GPU, up to noise. `turbo`'s
-# step caching decides per rank whether to skip work, which would desynchronise the ranks; the memory presets
-# tile the VAE decode, which the split decode replaces, and are for one small GPU anyway.
-PARALLEL_SPEEDS: tuple[str, ...] = ("none", "fast")
+# The SPEED values that run on several GPUs: the exact ones, whose switches give the same output as one GPU, up to
+# noise. `turbo`'s step caching decides per rank whether to skip work, which would desynchronise the ranks; the memory
+# values tile the VAE decode, which the split decode replaces, and are for one small GPU anyway.
+PARALLEL_SPEEDS: tuple[str, ...] = speeds.exact_values()
 DEVICES: tuple[str, ...] = ("auto", "cuda", "cpu")
 # "split": every rank decodes a strip of rows (`split_decode`); "rank0": rank 0 decodes alone.
 DECODES: tuple[str, ...] = ("split", "rank0")
@@ -70,9 +71,7 @@ class Request:
         }
         named = []
         for tier in tiers:
-            for mode, s in audiovisual_settings.settings_for_modes(
-                self.modes, self.preset, tier=tier, **overrides
-            ).items():
+            for mode, s in modes.settings_for_modes(self.modes, self.preset, tier=tier, **overrides).items():
                 named.append((f"{mode}_{tier}" if len(tiers) > 1 else mode, s))
         return named
 

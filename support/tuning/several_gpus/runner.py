@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checkpoints import resolve
-from helpers import diffusers_pipe, media, prompts, runs, speeds
+from cosmos3_audiovisual import diffusers_pipe, modes
+from helpers import media, prompts, runs, speeds
 from helpers.audiovisual_settings import AudiovisualSettings
 from tuning import pipelines
 from tuning.pipelines import load_pipeline
@@ -102,9 +103,9 @@ def generate_on_rank(
     (`output_type="latent"`), and only the writer runs the guardrails."""
     inputs: dict[str, Any] = {"enable_sound": True} if s.enable_sound else {}
     if s.mode in ("i2v", "i2v_sound"):
-        inputs["image"] = media.load_image(request.image or prompts.conditioning(s.mode))
+        inputs["image"] = media.load_image(request.image or modes.conditioning(s.mode))
     elif s.mode == "v2v":
-        inputs["video"] = media.load_video(request.video or prompts.conditioning(s.mode))
+        inputs["video"] = media.load_video(request.video or modes.conditioning(s.mode))
         inputs["condition_frame_indexes_vision"] = s.condition_frame_indexes
     same = SameLatents() if place.degrees.world_size > 1 else None
     output = generate(

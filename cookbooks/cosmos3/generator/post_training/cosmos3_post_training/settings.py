@@ -15,7 +15,7 @@ from typing import Any
 
 from helpers.canvases import CANVASES
 from helpers.errors import InvalidSettingError
-from helpers.settings import Preset, check_seed, check_steps, get_preset, presets
+from helpers.settings import Family, Preset, check_steps, presets
 
 # `steps` are the sampling steps of the generations that compare the adapter with the model it was trained on.
 PRESETS: dict[str, Preset] = presets(
@@ -94,37 +94,29 @@ def _positive(name: str, value: Any, kind: type, parameter: str) -> Any:
     return kind(value)
 
 
-def settings_for(
-    preset: str = "published",
-    *,
-    seed: int = 0,
-    rank: int = 16,
-    train_steps: int | None = None,
-    learning_rate: float | None = None,
-    save_every: int | None = None,
-    num_frames: int | None = None,
-) -> TrainingSettings:
-    """The settings of a fine-tune under a named preset; `train_steps`, `learning_rate`, `save_every` and `num_frames`
-    of None keep the preset's. Every wrong value raises `InvalidSettingError` naming the notebook parameter."""
-    p = get_preset(PRESETS, preset)
-    frames = p.num_frames if num_frames is None else num_frames
-    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 5 or (frames - 1) % 4:
-        raise InvalidSettingError(
-            f"TRAIN_FRAMES={num_frames!r} is not allowed: use 5, 9, 13, ... (4k + 1, as the video autoencoder packs "
-            "frames), or 0 for the preset's."
-        )
+_OVERRIDES = ("rank", "train_steps", "learning_rate", "save_every", "num_frames")
+
+
+def _build(task: str, p: Preset, tier: int | None, given: dict[str, Any], *, seed: int, model: str) -> TrainingSettings:
+    """The settings of a fine-tune under the checked preset, tier and seed (`FAMILY`, `settings_for`)."""
+    if task != "t2v":
+        raise InvalidSettingError(f"A fine-tune here trains text to video; task={task!r} is not one.", "task")
     steps, rate, every = TRAINING[p.name]
-    steps = _positive("training steps", steps if train_steps is None else train_steps, int, "TRAIN_STEPS")
-    rate = _positive(
-        "the optimizer's step size", rate if learning_rate is None else learning_rate, float, "LEARNING_RATE"
-    )
+    steps = _positive("training steps", given.get("train_steps", steps), int, "TRAIN_STEPS")
+    rate = _positive("the optimizer's step size", given.get("learning_rate", rate), float, "LEARNING_RATE")
     if not rate < 1:
         raise InvalidSettingError(f"LEARNING_RATE={rate} is not allowed: use a rate below 1 (a LoRA: about 1e-4).")
-    every = _positive("training steps between saves", every if save_every is None else save_every, int, "SAVE_EVERY")
-    rank = _positive("the adapter's rank", rank, int, "RANK")
+    every = _positive("training steps between saves", given.get("save_every", every), int, "SAVE_EVERY")
+    rank = _positive("the adapter's rank", given.get("rank", 16), int, "RANK")
     if rank > 256:
         raise InvalidSettingError(f"RANK={rank} is not allowed: use 1 to 256 (a LoRA: 8 to 64).")
-    width, height = CANVASES[p.tier]["16:9"]  # type: ignore[index]
+    frames = given.get("num_frames", p.num_frames)
+    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 5 or (frames - 1) % 4:
+        raise InvalidSettingError(
+            f"TRAIN_FRAMES={frames!r} is not allowed: use 5, 9, 13, ... (4k + 1, as the video autoencoder packs "
+            "frames), or 0 for the preset's."
+        )
+    width, height = CANVASES[tier or p.tier]["16:9"]  # type: ignore[index]
     return TrainingSettings(
         preset=p.name,
         width=width,
@@ -137,8 +129,18 @@ def settings_for(
         num_inference_steps=check_steps(p.steps),
         guidance_scale=GUIDANCE,
         flow_shift=FLOW_SHIFT,
-        seed=check_seed(seed),
+        seed=seed,
     )
+
+
+FAMILY = Family("post_training", PRESETS, _OVERRIDES, _build)
+
+
+def settings_for(preset: str = "published", *, seed: int = 0, tier: Any = None, **overrides: Any) -> TrainingSettings:
+    """The settings of a fine-tune (text to video) under a named preset: `FAMILY.settings_for`, the entry every family
+    shares, with this family's overrides (`rank`, `train_steps`, `learning_rate`, `save_every`, `num_frames`; None
+    keeps the preset's). Every wrong value raises `InvalidSettingError` naming the notebook parameter."""
+    return FAMILY.settings_for("t2v", preset, seed=seed, tier=tier, **overrides)
 
 
 def describe() -> list[dict[str, Any]]:

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cosmos3_dataset.dataset_spec import Job, Spec
 from helpers import media
-from helpers.dataset_spec import Job, Spec
 from helpers.errors import StorageError
 from helpers.runs import Generation, Output, Run, sha256_of
 
@@ -45,7 +45,7 @@ def is_guardrail_block(message: str) -> bool:
 
 
 @dataclass
-class Plan:
+class JobPlan:
     """What a run of the dataset has to do: the jobs already done, those to make, and those a guardrail blocked."""
 
     done: list[Job] = field(default_factory=list)
@@ -90,9 +90,9 @@ class DatasetFolder:
     def _recorded(self) -> dict[str, Output]:
         return {o.path: o for o in self.run.outputs}
 
-    def plan(self) -> Plan:
+    def plan(self) -> JobPlan:
         """Sort the spec's jobs by what the folder holds, deleting what a stopped run left half-written."""
-        plan = Plan()
+        plan = JobPlan()
         for folder in (self.path / "videos", self.path / "images"):
             for partial in folder.glob(".*") if folder.is_dir() else ():
                 partial.unlink()

@@ -2,8 +2,8 @@
 
 Cosmos 3 transfer generates a clip from a caption and one or more control videos ("hints"): a Canny edge map, a
 blurred reference, a depth map, a segmentation map or a world-scenario map. `settings_for` picks the frames, frame
-rate, chunking, guidance and control guidance for a set of hints under a preset (`smoke`, `draft`, `published`: the
-shape and the names every family shares, `helpers.settings`), each value with its source (`HINTS`,
+rate, chunking, guidance and control guidance for a set of hints under a preset (`smoke`, `draft`, `published`),
+through the entry every family shares (`helpers.settings.Family`), each value with its source (`HINTS`,
 docs/transfer.md). `load_control` reads a control video and
 `check_controls` refuses controls the model cannot take (an unknown hint, the wrong size, too few frames) before
 anything is loaded or sent. Both backends read the same `TransferSettings`.
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers import media, models
-from helpers.canvases import CANVASES, canvas, check_tier
+from helpers import media
+from helpers.canvases import CANVASES, canvas
 from helpers.errors import InvalidSettingError, MediaError, allowed
-from helpers.settings import Preset, VideoOnATier, check_seed, check_steps, get_preset, presets
+from helpers.settings import Family, Preset, VideoOnATier, check_steps, presets
 
 _VLLM = "vLLM-Omni 0.30.0's transfer defaults for a single hint (TRANSFER_DEFAULTS)"
 _NVIDIA = "NVIDIA's Cosmos 3 transfer cookbook (cookbooks/cosmos3/generator/transfer/)"
@@ -126,7 +126,6 @@ _OVERRIDES = (
     "fps",
     "num_video_frames_per_chunk",
     "num_conditional_frames",
-    "resolution_tier",
     "num_inference_steps",
     "guidance_scale",
     "control_guidance",
@@ -134,17 +133,22 @@ _OVERRIDES = (
 )
 # What other Cosmos 3 modes take and transfer does not: vLLM-Omni 0.30.0 fails such a job only once it runs.
 _NOT_WITH_TRANSFER = {
-    "generate_sound": "sound",
-    "sound_duration": "sound",
-    "action": "action",
-    "action_mode": "action",
-    "raw_actions": "action",
+    key: f"{key} cannot be combined with control videos: transfer makes video only, without {what} (vLLM-Omni fails "
+    "such a job once it runs). Sound is made by the audiovisual cookbook and actions by the action cookbook; drop the "
+    "controls to use them."
+    for key, what in (
+        ("generate_sound", "sound"),
+        ("sound_duration", "sound"),
+        ("action", "action"),
+        ("action_mode", "action"),
+        ("raw_actions", "action"),
+    )
 }
 
 
 def check_hints(hints: Sequence[str] | str) -> tuple[str, ...]:
-    """The hints in the model's canonical order, or an error naming the unknown one."""
-    given = (hints,) if isinstance(hints, str) else tuple(hints)
+    """The hints in the model's canonical order, or an error naming the unknown one ("edge+depth" names two)."""
+    given = tuple(hints.split("+")) if isinstance(hints, str) else tuple(hints)
     if not given:
         raise InvalidSettingError(f"hints is empty: give at least one control. Allowed: {allowed(HINTS)}.")
     for hint in given:
@@ -158,30 +162,11 @@ def check_hints(hints: Sequence[str] | str) -> tuple[str, ...]:
     return tuple(h for h in HINTS if h in given)
 
 
-def settings_for(
-    task: Sequence[str] | str, preset: str = "published", *, seed: int = 0, model: str = "", **overrides: Any
+def _build(
+    task: Sequence[str] | str, p: Preset, tier: int | None, given: dict[str, Any], *, seed: int, model: str
 ) -> TransferSettings:
-    """The settings of one transfer generation with these hints (`task`: "edge", or ["edge", "depth"]) under a
-    preset, with validated overrides (each error names the field and the allowed values). A published checkpoint
-    without transfer (`model`: a 4-step one) is refused."""
+    """The settings of one transfer generation under the checked preset, tier and seed (`FAMILY`, `settings_for`)."""
     ordered = check_hints(task)
-    p = get_preset(PRESETS, preset)
-    if (v := models.variant(model)) is not None and v.fixed_steps is not None:
-        raise InvalidSettingError(
-            f"MODEL={model!r} is a 4-step distilled checkpoint, which makes images and image-to-video only: use a "
-            "full checkpoint (nvidia/Cosmos3-Nano) for transfer."
-        )
-    for key in overrides:
-        if key in _NOT_WITH_TRANSFER:
-            raise InvalidSettingError(
-                f"{key} cannot be combined with control videos: transfer makes video only, without "
-                f"{_NOT_WITH_TRANSFER[key]} (vLLM-Omni fails such a job once it runs). Sound is made by the "
-                "audiovisual cookbook and actions by the action cookbook; drop the controls to use them."
-            )
-    unknown = sorted(set(overrides) - set(_OVERRIDES))
-    if unknown:
-        raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {allowed(_OVERRIDES)}.")
-    given = {k: v for k, v in overrides.items() if v is not None}
     first = HINTS[ordered[0]]
     single = len(ordered) == 1
     num_frames = int(given.get("num_frames", p.num_frames or first.num_frames))
@@ -219,14 +204,33 @@ def settings_for(
         fps=fps,
         num_video_frames_per_chunk=chunk,
         num_conditional_frames=overlap,
-        resolution_tier=check_tier(int(given.get("resolution_tier", p.tier or PUBLISHED_TIER)), "transfer"),
+        resolution_tier=tier or p.tier or PUBLISHED_TIER,
         num_inference_steps=steps,
         guidance_scale=guidance,
         control_guidance=control,
         flow_shift=shift,
-        seed=check_seed(seed),
+        seed=seed,
         preset=p.name,
     )
+
+
+FAMILY = Family("transfer", PRESETS, _OVERRIDES, _build, refused=_NOT_WITH_TRANSFER, full_checkpoint="transfer")
+
+
+def settings_for(
+    task: Sequence[str] | str,
+    preset: str = "published",
+    *,
+    seed: int = 0,
+    model: str = "",
+    tier: Any = None,
+    **overrides: Any,
+) -> TransferSettings:
+    """The settings of one transfer generation with these hints (`task`: "edge", ["edge", "depth"] or "edge+depth")
+    under a preset: `FAMILY.settings_for`, the entry every family shares, with this family's overrides (`_OVERRIDES`;
+    each error names the field and the allowed values). A published checkpoint without transfer (`model`: a 4-step
+    one) is refused."""
+    return FAMILY.settings_for(task, preset, seed=seed, model=model, tier=tier, **overrides)
 
 
 # The Canny thresholds (low, high) of vLLM-Omni 0.30.0's on-the-fly edge control, by strength; "medium" is its

@@ -6,7 +6,6 @@ units, frame rate, and the normalisation applied), so that anyone can read the n
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from helpers.errors import InvalidSettingError, MediaError
+from helpers import media
+from helpers.errors import InvalidSettingError
 
 POSE_COLUMNS = ("dx", "dy", "dz", "r00", "r10", "r20", "r01", "r11", "r21")
 
@@ -90,24 +90,21 @@ def rollout(trajectory: np.ndarray, chunk_size: int, count: int) -> list[np.ndar
 
 
 def write(stem: str | os.PathLike[str], actions: Any, about: dict[str, Any]) -> tuple[Path, Path]:
-    """Write `<stem>.npy` and `<stem>.json` (`about` plus the shape and columns); returns both paths."""
-    array = np.asarray(actions, dtype=np.float32)
-    stem = Path(stem)
-    npy, meta = stem.with_suffix(".npy"), stem.with_suffix(".json")
-    np.save(npy, array)
-    description = {"shape": list(array.shape), "dtype": "float32", "columns": columns(array.shape[1]), **about}
-    meta.write_text(json.dumps({**description, "file": npy.name}, indent=2) + "\n")
-    return npy, meta
+    """Write `<stem>.npy` and `<stem>.json` (the shape and columns, plus `about`); returns both paths."""
+    width = np.asarray(actions).shape[1]
+    return media.write_array(stem, actions, {"columns": columns(width), **about})
 
 
 def read(path: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, Any]]:
     """The array and the description of an action file pair, from either of its two paths."""
-    path = Path(path)
-    npy, meta = path.with_suffix(".npy"), path.with_suffix(".json")
-    if not npy.is_file() or not meta.is_file():
-        raise MediaError(f"An action file is a pair {npy.name} + {meta.name}; {path.parent} lacks one of them.")
-    array = np.load(npy)
-    about = json.loads(meta.read_text())
-    if list(array.shape) != about.get("shape"):
-        raise MediaError(f"{npy} holds shape {list(array.shape)} but {meta.name} says {about.get('shape')}.")
-    return array, about
+    return media.read_array(path)
+
+
+def save(run: Any, name: str, actions: Any, s: Any, **about: Any) -> Path:
+    """Write an action file pair into `run`'s folder (`write`: the settings' domain, task and frame rate, plus
+    `about`) and list both files in its manifest. Returns the `.npy` path."""
+    about = {"domain_name": s.domain_name, "task": s.task, "fps": s.fps, **about}
+    npy, meta = write(run.path / run.free_stem(name), actions, about)
+    for file in (npy, meta):
+        run.add(name, file, s)
+    return npy

@@ -1,4 +1,5 @@
-"""The notebooks' lesson cells as code, so that whatever runs a call outside a notebook runs the notebook's own.
+"""The notebooks' calls, run from their tagged cells, so that whatever makes a call outside a notebook makes the
+notebook's own.
 
 Each `run_with_*` notebook tags two code cells: `quickstart` (the published call, with its load and its save) and
 `call` (the definition of the family's call: `generate`, `act` or `transfer`). The benchmarks, the generation form's
@@ -35,3 +36,10 @@ def define(name: str, tag: str = "call", **names: Any) -> dict[str, Any]:
     namespace: dict[str, Any] = dict(names)
     exec(compile(cell(name, tag), f"{name} [{tag}]", "exec"), namespace)  # noqa: S102 - the cookbook's own cell
     return namespace
+
+
+def omni_fields(guardrails: str = "auto") -> Any:
+    """run_with_vllm_omni.ipynb's own `fields(s, negative_prompt="", extra_params=None)`, from its `call` cell: the
+    request fields its calls (and the generation form) send for settings `s`, so that code without the notebook sends
+    what the notebook sends. `guardrails` is the notebook's GUARDRAILS."""
+    return define("run_with_vllm_omni.ipynb", BASE_URL="", API_KEY="", MODEL="", GUARDRAILS=guardrails)["fields"]

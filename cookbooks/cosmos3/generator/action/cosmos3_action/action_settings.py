@@ -2,9 +2,10 @@
 
 A Cosmos 3 action task (forward dynamics, inverse dynamics, policy) runs on one embodiment domain, whose action
 width, chunk size, frame rate, resolution tier, view point and prompt are fixed by how the model was trained and
-how NVIDIA runs it. `settings_for` picks them, applies a preset (`smoke`, `draft`, `published`: the shape and the names
-every family shares, `helpers.settings`) and validated overrides, and refuses what the model cannot take before
-anything is loaded or sent. Both backends read the same `ActionSettings`. Each value's source is in
+how NVIDIA runs it. A task is named as its settings' `mode` is: the task's short name and the domain, "fd_av" for a
+car's forward dynamics. `settings_for` picks them, applies a preset (`smoke`, `draft`, `published`) and validated
+overrides through the entry every family shares (`helpers.settings.Family`), and refuses what the model cannot take
+before anything is loaded or sent. Both backends read the same `ActionSettings`. Each value's source is in
 `Embodiment.source` and in docs/action.md.
 """
 
@@ -20,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from helpers import models
-from helpers.canvases import canvas, check_tier
+from helpers.canvases import canvas
 from helpers.errors import InvalidSettingError, allowed
-from helpers.settings import Preset, VideoOnATier, check_seed, check_steps, get_preset, presets
+from helpers.settings import Family, Preset, VideoOnATier, check_steps, presets
 
 TASKS: dict[str, str] = {
     "forward_dynamics": "fd",  # a start image and actions in, video out
@@ -69,7 +70,7 @@ FLOW_SHIFT, POLICY_FLOW_SHIFT = 10.0, 5.0
 @dataclass(frozen=True)
 class Embodiment:
     """One action domain as NVIDIA runs it. `translation_scale`: stored translations are metres times this.
-    `normalized`: the model reads actions normalised per channel (`helpers.actions.NORMALIZATIONS`)."""
+    `normalized`: the model reads actions normalised per channel (`cosmos3_action.actions.NORMALIZATIONS`)."""
 
     domain_name: str
     title: str
@@ -211,33 +212,34 @@ def get_embodiment(domain_name: str) -> Embodiment:
     return EMBODIMENTS[domain_name]
 
 
-_OVERRIDES = ("num_frames", "chunk_size", "fps", "resolution_tier", "num_inference_steps", "view_point", "prompt")
+_OVERRIDES = ("num_frames", "chunk_size", "fps", "num_inference_steps", "view_point", "prompt")
 
 
-def settings_for(
-    task: str, preset: str = "published", *, seed: int = 0, model: str = "", domain_name: str, **overrides: Any
-) -> ActionSettings:
-    """The settings of one action task on one embodiment (`domain_name`) under a preset, with validated overrides
-    (each error names the field and the allowed values). A published 4-step checkpoint as `model` is refused: it has
-    no action tasks."""
-    if task not in TASKS:
-        raise InvalidSettingError(f"task={task!r} is not an action task. Allowed: {allowed(TASKS)}.")
+def parse_task(task: str) -> tuple[str, str]:
+    """(task, domain_name) of an action task's name: "fd_av" is forward dynamics on the car, "policy_droid_lerobot"
+    the policy on DROID's arm."""
+    short, _, domain_name = str(task).partition("_")
+    tasks = {name: long for long, name in TASKS.items()}
+    if short not in tasks or not domain_name:
+        names = ", ".join(f"{name} ({long})" for long, name in TASKS.items())
+        raise InvalidSettingError(
+            f"task={task!r} is not an action task. Allowed: a task's short name, {names}, then '_' and a "
+            f"domain_name, as in 'fd_av'.",
+            "task",
+        )
+    return tasks[short], domain_name
+
+
+def _build(task: str, p: Preset, tier: int | None, given: dict[str, Any], *, seed: int, model: str) -> ActionSettings:
+    """The settings of one action task under the checked preset, tier and seed (`FAMILY`, `settings_for`)."""
+    task, domain_name = parse_task(task)
     e = get_embodiment(domain_name)
     if task == "policy" and domain_name not in POLICY_EMBODIMENTS:
         raise InvalidSettingError(
             f"task='policy' needs a policy checkpoint for domain_name={domain_name!r}; the published one "
-            f"(nvidia/Cosmos3-Nano-Policy-DROID) is for {allowed(POLICY_EMBODIMENTS)}."
+            f"(nvidia/Cosmos3-Nano-Policy-DROID) is for {allowed(POLICY_EMBODIMENTS)}.",
+            "task",
         )
-    p = get_preset(PRESETS, preset)
-    if (v := models.variant(model)) is not None and v.fixed_steps is not None:
-        raise InvalidSettingError(
-            f"MODEL={model!r} is a 4-step distilled checkpoint, which makes images and image-to-video only: use a "
-            "full checkpoint (nvidia/Cosmos3-Nano) for action tasks."
-        )
-    unknown = sorted(set(overrides) - set(_OVERRIDES))
-    if unknown:
-        raise InvalidSettingError(f"Unknown setting(s) {unknown}. Allowed overrides: {allowed(_OVERRIDES)}.")
-    given = {k: v for k, v in overrides.items() if v is not None}
     chunk_size = int(given.get("chunk_size", e.chunk_size))
     if chunk_size < 1:
         raise InvalidSettingError(
@@ -267,17 +269,46 @@ def settings_for(
         action_width=e.action_width,
         chunk_size=chunk_size,
         fps=fps,
-        resolution_tier=check_tier(int(given.get("resolution_tier", p.tier or e.resolution_tier))),
+        resolution_tier=tier or p.tier or e.resolution_tier,
         num_inference_steps=steps,
         guidance_scale=GUIDANCE,
         flow_shift=POLICY_FLOW_SHIFT if policy else FLOW_SHIFT,
         view_point=view_point,
         prompt=given.get("prompt", e.policy_prompt if policy else e.prompt),
-        seed=check_seed(seed),
+        seed=seed,
         translation_scale=e.translation_scale,
         normalized=e.normalized,
         preset=p.name,
     )
+
+
+FAMILY = Family("action", PRESETS, _OVERRIDES, _build, full_checkpoint="action tasks")
+
+
+def settings_for(
+    task: str, preset: str = "published", *, seed: int = 0, model: str = "", tier: Any = None, **overrides: Any
+) -> ActionSettings:
+    """The settings of one action task on one embodiment (`task`: "fd_av", "id_av", "fd_droid_lerobot",
+    "policy_droid_lerobot", ...) under a preset: `FAMILY.settings_for`, the entry every family shares, with this
+    family's overrides (`_OVERRIDES`; each error names the field and the allowed values). A published 4-step
+    checkpoint as `model` is refused: it has no action tasks."""
+    return FAMILY.settings_for(task, preset, seed=seed, model=model, tier=tier, **overrides)
+
+
+POLICY_DROID = "nvidia/Cosmos3-Nano-Policy-DROID"
+
+
+def policy_model(model: str, policy_model: str = "auto") -> str:
+    """The checkpoint that runs the policy task next to `model`. "auto": NVIDIA's DROID policy checkpoint for a
+    published one; the policy-shaped random checkpoint (action heads, no sound pathway) for `tiny`; `model` itself
+    otherwise (a random Nano carries the same action heads, and a folder is the reader's choice)."""
+    if policy_model != "auto":
+        return policy_model
+    if model.startswith("tiny"):
+        return "tiny-nosound"
+    if models.variant(model) is not None or model == POLICY_DROID:
+        return POLICY_DROID
+    return model
 
 
 def check_actions(actions: Any, s: ActionSettings) -> np.ndarray:
@@ -288,12 +319,12 @@ def check_actions(actions: Any, s: ActionSettings) -> np.ndarray:
     if array.shape[1] != s.action_width:
         raise InvalidSettingError(
             f"actions have {array.shape[1]} columns but domain_name={s.domain_name!r} takes {s.action_width} "
-            f"per step (helpers.action_settings.ACTION_WIDTHS). Give one {s.action_width}-wide row per step."
+            f"per step (action_settings.ACTION_WIDTHS). Give one {s.action_width}-wide row per step."
         )
     if array.shape[0] != s.chunk_size:
         raise InvalidSettingError(
             f"actions have {array.shape[0]} steps but chunk_size is {s.chunk_size}: split a longer trajectory with "
-            "helpers.actions.chunks(actions, chunk_size) and send one chunk per call."
+            "actions.chunks(actions, chunk_size) and send one chunk per call."
         )
     if not np.isfinite(array).all():
         raise InvalidSettingError("actions contain NaN or infinity: every value must be a finite number.")

@@ -1,5 +1,6 @@
 """A long video, chunk by chunk: how many chunks a notebook takes, how the chunks join without repeating the frames
-each one continues from, their sound crossfaded at the seams, and what the seams and the drift measure.
+each one continues from, their sound crossfaded at the seams, and what the seams and the drift measure (`plot` draws
+them).
 
 Each chunk after the first is a video-to-video call conditioned on the last frames of the chunk before: with
 `condition_video_keep="last"` and `condition_frame_indexes_vision` = the first L latent frames, the model keeps the
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from helpers import media
 from helpers.errors import InvalidSettingError
 
 MAX_CHUNKS = 8  # 8 chunks of NVIDIA's 189 frames at 24 fps with 2 latent frames kept: 61.5 s
@@ -44,7 +46,7 @@ def condition_indexes(latent_frames: int) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class Plan:
+class ChunkPlan:
     """The frames of a long video: `chunks` calls of `frames` each, every chunk after the first repeating `kept`."""
 
     chunks: int
@@ -70,13 +72,13 @@ class Plan:
         return [self.frames + k * self.new_frames for k in range(self.chunks - 1)]
 
 
-def plan(chunks: int, frames: int, fps: float, latent_frames: int = LATENT_FRAMES_KEPT) -> Plan:
+def plan(chunks: int, frames: int, fps: float, latent_frames: int = LATENT_FRAMES_KEPT) -> ChunkPlan:
     kept = kept_frames(latent_frames)
     if frames <= kept:
         raise InvalidSettingError(
             f"A chunk of {frames} frames keeps {kept} of the one before and adds none: use a PRESET with more frames."
         )
-    return Plan(chunks, frames, kept, fps)
+    return ChunkPlan(chunks, frames, kept, fps)
 
 
 def join(clips: list[np.ndarray], kept: int) -> np.ndarray:
@@ -105,7 +107,7 @@ def _step(video: np.ndarray) -> np.ndarray:
     return np.abs(frames[1:] - frames[:-1]).mean(axis=(1, 2, 3))
 
 
-def seams(video: np.ndarray, p: Plan) -> list[dict[str, float]]:
+def seams(video: np.ndarray, p: ChunkPlan) -> list[dict[str, float]]:
     """At each seam: the jump from a chunk's last frame to the next chunk's first new one, beside the mean step
     between neighbouring frames inside the two chunks, in levels of 255. A seam that shows has a jump well above it."""
     steps = _step(video)
@@ -126,7 +128,7 @@ def seams(video: np.ndarray, p: Plan) -> list[dict[str, float]]:
     return rows
 
 
-def drift(video: np.ndarray, p: Plan) -> list[dict[str, float]]:
+def drift(video: np.ndarray, p: ChunkPlan) -> list[dict[str, float]]:
     """Chunk after chunk, the same statistics of its new frames: mean level, contrast (the standard deviation) and the
     mean step between neighbouring frames. A video that drifts moves away in them as the chunks go on."""
     frames = np.asarray(video, np.float32)
@@ -145,9 +147,39 @@ def drift(video: np.ndarray, p: Plan) -> list[dict[str, float]]:
     return rows
 
 
-def write(path: Any, clips: list[np.ndarray], sounds: list[np.ndarray], sample_rate: int, p: Plan) -> Any:
+def write(path: Any, clips: list[np.ndarray], sounds: list[np.ndarray], sample_rate: int, p: ChunkPlan) -> Any:
     """The chunks joined (`join`, `join_sound`) as one H.264 MP4 with AAC sound. Returns its path."""
-    from helpers import media
-
     sound = join_sound(sounds, sample_rate, p.kept / p.fps)
     return media.write_video(path, join(clips, p.kept), p.fps, audio=sound, sample_rate=sample_rate)
+
+
+def plot(video: Any, sound: Any, sample_rate: int, plan: ChunkPlan, around_s: float = 0.25) -> Any:
+    """A long video's seams, as a PNG image for the notebook: the step between neighbouring frames along the video
+    with each seam dashed, and the sound's waveform around the first seam with its crossfade shaded."""
+    import io
+
+    from IPython.display import Image
+    from matplotlib.figure import Figure
+
+    frames = np.asarray(video, np.float32)
+    steps = np.abs(frames[1:] - frames[:-1]).mean(axis=(1, 2, 3))
+    fig = Figure(figsize=(8, 4))
+    top, bottom = fig.subplots(2, 1)
+    top.plot(np.arange(1, len(frames)), steps, linewidth=1)
+    for seam in plan.seams:
+        top.axvline(seam, color="tab:red", linestyle="--", linewidth=1)
+    top.set_xlabel("frame")
+    top.set_ylabel("step (levels)")
+    top.set_title("step from the frame before; seams dashed", fontsize="medium")
+    seam_s = plan.seams[0] / plan.fps
+    first, last = (max(0, round((seam_s + d) * sample_rate)) for d in (-around_s, around_s))
+    samples = np.asarray(sound, np.float32)[:, first:last]
+    t = np.arange(first, first + samples.shape[1]) / sample_rate
+    for channel in samples:
+        bottom.plot(t, channel, linewidth=0.6)
+    bottom.axvspan(seam_s - CROSSFADE_S, seam_s, color="tab:red", alpha=0.2)
+    bottom.set_xlabel("seconds (the first seam's crossfade shaded)")
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
+    return Image(data=png.getvalue(), format="png")

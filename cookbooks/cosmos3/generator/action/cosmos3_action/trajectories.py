@@ -4,7 +4,7 @@ Every pose block of a Cosmos 3 action is 9 numbers: a translation (3) and a rota
 (the first two columns of the rotation matrix, column by column). Each row is the motion from one frame to the
 next, in the earlier frame's own axes (NVIDIA's "backward framewise" convention: delta_i = pose_i^-1 @ pose_i+1).
 Poses use OpenCV's camera axes: +x right, +y down, +z forward. NVIDIA's AV actions store translations multiplied by
-1.35 (`translation_scale`); DROID's are normalised per channel first (`helpers.actions.Normalization`).
+1.35 (`translation_scale`); DROID's are normalised per channel first (`cosmos3_action.actions.Normalization`).
 """
 
 from __future__ import annotations

@@ -34,10 +34,8 @@ from typing import Any
 
 from helpers import audiovisual_settings, media, prompts
 from helpers.audiovisual_settings import AudiovisualSettings
-from helpers.canvases import ASPECT_RATIOS
 from helpers.errors import InvalidSettingError, MediaError, allowed
 from helpers.runs import sha256_of
-from helpers.settings import check_seed, check_tier
 
 MODES: tuple[str, ...] = ("t2v", "i2v", "t2i")
 FIELDS: tuple[str, ...] = ("name", "preset", "tier", "aspect_ratio", "modes", "seeds", "scenes", "variations")
@@ -261,41 +259,44 @@ def _list(spec: dict[str, Any], key: str, example: str) -> list[Any]:
     return value
 
 
+# The notebook parameter each spec field stands for: a refusal of the settings' entry names the parameter, and the
+# spec adds the field whose value it was.
+SPEC_FIELDS: dict[str, str] = {
+    "PRESET": "preset",
+    "TIER": "tier",
+    "ASPECT_RATIO": "aspect_ratio",
+    "MODES": "modes",
+    "seed": "seeds",
+}
+
+
 def _settings(
     spec: dict[str, Any], modes: list[str], seeds: list[Any], preset: str, model: str
 ) -> dict[tuple[str, Any], AudiovisualSettings]:
-    """Each mode's settings at each seed, under the notebook's PRESET or else the spec's preset, at its size."""
-    if preset not in ("", "spec", *audiovisual_settings.PRESETS):
-        raise InvalidSettingError(
-            f"PRESET={preset!r} is not a preset. Allowed: {allowed(('spec', *audiovisual_settings.PRESETS))}."
-        )
-    preset = "" if preset == "spec" else preset
-    if not preset and spec["preset"] not in audiovisual_settings.PRESETS:
-        raise _field(
-            "'preset'", f"{spec['preset']!r} is not a preset. Allowed: {allowed(audiovisual_settings.PRESETS)}."
-        )
-    try:
-        tier = check_tier(spec.get("tier"))
-    except InvalidSettingError as exc:
-        raise _field("'tier'", str(exc).replace("TIER=", "tier=")) from exc
-    aspect_ratio = spec.get("aspect_ratio")
-    if aspect_ratio is not None and aspect_ratio not in ASPECT_RATIOS:
-        raise _field("'aspect_ratio'", f"{aspect_ratio!r} is not an aspect ratio. Allowed: {allowed(ASPECT_RATIOS)}.")
-    for seed in seeds:
-        try:
-            check_seed(seed)
-        except InvalidSettingError as exc:
-            raise _field("'seeds'", str(exc)) from exc
+    """Each mode's settings at each seed, under the notebook's PRESET or else the spec's preset, at the spec's size:
+    the settings' entry every family shares, whose refusal names the spec field it came from."""
+    given = preset not in ("", "spec")  # the notebook's PRESET, which a refusal names as it is
     settings = {}
     for mode in dict.fromkeys(modes):
         for seed in dict.fromkeys(seeds):
             try:
                 settings[mode, seed] = audiovisual_settings.settings_for(
-                    mode, preset or spec["preset"], seed=seed, model=model, tier=tier, aspect_ratio=aspect_ratio
+                    mode,
+                    preset if given else spec["preset"],
+                    seed=seed,
+                    model=model,
+                    tier=spec.get("tier"),
+                    aspect_ratio=spec.get("aspect_ratio"),
                 )
-            except InvalidSettingError as exc:  # a mode or a size the model cannot make
-                message = str(exc).replace("from MODES", "from 'modes'").replace("set TIER", "set 'tier'")
-                raise _field("'modes'" if "'modes'" in message else "'tier'" if tier else "'preset'", message) from exc
+            except InvalidSettingError as exc:
+                field = SPEC_FIELDS.get(exc.parameter or "")
+                if field == "preset" and given:  # the notebook's own PRESET takes one value more
+                    raise InvalidSettingError(f"{exc} Or 'spec': the spec file's own.", "PRESET") from exc
+                if field is None:
+                    raise
+                if field == "tier" and "tier" not in spec:  # a size the spec's preset set
+                    field = "preset"
+                raise _field(repr(field), str(exc)) from exc
     return settings
 
 

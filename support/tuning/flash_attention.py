@@ -50,30 +50,36 @@ def unavailable_reason(
     return None
 
 
-@functools.cache
-def attention_op() -> Any:
-    """The custom op `cosmos3_cookbook::flash_attention(q, k, v, causal, scale)`, registered on first use."""
+def register_attention_op(name: str, run: Any) -> Any:
+    """The custom op `cosmos3_cookbook::<name>(q, k, v, causal, scale)` over `[batch, tokens, heads, head_dim]`,
+    computed by `run(q, k, v, causal, scale)`: compiled layers call it without a graph break, and its fake gives the
+    output's shape without running it."""
     import torch
 
-    # An explicit schema: this module's annotations are strings (`from __future__ import annotations`).
+    # An explicit schema: the modules that call this have string annotations (`from __future__ import annotations`).
     schema = "(Tensor q, Tensor k, Tensor v, bool causal, float? scale) -> Tensor"
+    op = torch.library.custom_op(f"cosmos3_cookbook::{name}", mutates_args=(), schema=schema)(run)
 
-    @torch.library.custom_op("cosmos3_cookbook::flash_attention", mutates_args=(), schema=schema)
-    def flash_attention(
-        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None
-    ) -> torch.Tensor:
-        from flash_attn.cute import flash_attn_func
-
-        # Layout (batch, sequence, heads, head_dim), as diffusers passes it; fewer key/value heads is grouped-query
-        # attention, which the kernel does natively.
-        out = flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
-        return out[0] if isinstance(out, tuple) else out
-
-    @flash_attention.register_fake
+    @op.register_fake
     def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None) -> torch.Tensor:
         return q.new_empty(q.shape[:-1] + v.shape[-1:])
 
-    return flash_attention
+    return op
+
+
+def _flash_attention_4(q: Any, k: Any, v: Any, causal: bool, scale: float | None) -> Any:
+    from flash_attn.cute import flash_attn_func
+
+    # Layout (batch, sequence, heads, head_dim), as diffusers passes it; fewer key/value heads is grouped-query
+    # attention, which the kernel does natively.
+    out = flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
+    return out[0] if isinstance(out, tuple) else out
+
+
+@functools.cache
+def attention_op() -> Any:
+    """The custom op `cosmos3_cookbook::flash_attention(q, k, v, causal, scale)`, registered on first use."""
+    return register_attention_op("flash_attention", _flash_attention_4)
 
 
 class LargeCallsProcessor(OwnKernelAttnProcessor):

@@ -13,7 +13,7 @@ import functools
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-from tuning.flash_attention import LargeCallsProcessor
+from tuning.flash_attention import LargeCallsProcessor, register_attention_op
 
 if TYPE_CHECKING:
     import torch
@@ -35,27 +35,18 @@ def unavailable_reason(device: torch.device) -> str | None:
     return None
 
 
+def _flash_attention_3(q: Any, k: Any, v: Any, causal: bool, scale: float | None) -> Any:
+    from fa3_fwd_interface import flash_attn_func
+
+    # [batch, tokens, heads, head_dim]; fewer key/value heads is grouped-query attention, native to the kernel.
+    out = flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
+    return out[0] if isinstance(out, tuple) else out
+
+
 @functools.cache
 def attention_op() -> Any:
-    """The custom op `cosmos3_cookbook::flash_attention_3(q, k, v, causal, scale)`, registered on first use, so that
-    compiled layers call it without a graph break."""
-    import torch
-
-    schema = "(Tensor q, Tensor k, Tensor v, bool causal, float? scale) -> Tensor"
-
-    @torch.library.custom_op("cosmos3_cookbook::flash_attention_3", mutates_args=(), schema=schema)
-    def flash_attention_3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None):
-        from fa3_fwd_interface import flash_attn_func
-
-        # [batch, tokens, heads, head_dim]; fewer key/value heads is grouped-query attention, native to the kernel.
-        out = flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
-        return out[0] if isinstance(out, tuple) else out
-
-    @flash_attention_3.register_fake
-    def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None) -> torch.Tensor:
-        return q.new_empty(q.shape[:-1] + v.shape[-1:])
-
-    return flash_attention_3
+    """The custom op `cosmos3_cookbook::flash_attention_3(q, k, v, causal, scale)`, registered on first use."""
+    return register_attention_op("flash_attention_3", _flash_attention_3)
 
 
 class FlashAttention3Processor(LargeCallsProcessor):

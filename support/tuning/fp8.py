@@ -22,7 +22,7 @@ import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from tuning import flash_attention_3
-from tuning.flash_attention import LargeCallsProcessor
+from tuning.flash_attention import LargeCallsProcessor, register_attention_op
 
 if TYPE_CHECKING:
     import torch
@@ -101,33 +101,24 @@ def _per_head_fp8(x: torch.Tensor, kv_heads: int) -> tuple[torch.Tensor, torch.T
     return quantized.view(batch, tokens, heads, dim), scale
 
 
+def _fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None):
+    from fa3_fwd_interface import flash_attn_func
+
+    kv_heads = k.shape[2]
+    q8, q_scale = _per_head_fp8(q, kv_heads)
+    k8, k_scale = _per_head_fp8(k, kv_heads)
+    v8, v_scale = _per_head_fp8(v, kv_heads)
+    out = flash_attn_func(
+        q8, k8, v8, softmax_scale=scale, causal=causal, q_descale=q_scale, k_descale=k_scale, v_descale=v_scale
+    )
+    out = out[0] if isinstance(out, tuple) else out
+    return out.to(q.dtype)
+
+
 @functools.cache
 def attention_op() -> Any:
-    """The custom op `cosmos3_cookbook::fp8_attention(q, k, v, causal, scale)`, registered on first use, so that
-    compiled layers call it without a graph break."""
-    import torch
-
-    schema = "(Tensor q, Tensor k, Tensor v, bool causal, float? scale) -> Tensor"
-
-    @torch.library.custom_op("cosmos3_cookbook::fp8_attention", mutates_args=(), schema=schema)
-    def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None):
-        from fa3_fwd_interface import flash_attn_func
-
-        kv_heads = k.shape[2]
-        q8, q_scale = _per_head_fp8(q, kv_heads)
-        k8, k_scale = _per_head_fp8(k, kv_heads)
-        v8, v_scale = _per_head_fp8(v, kv_heads)
-        out = flash_attn_func(
-            q8, k8, v8, softmax_scale=scale, causal=causal, q_descale=q_scale, k_descale=k_scale, v_descale=v_scale
-        )
-        out = out[0] if isinstance(out, tuple) else out
-        return out.to(q.dtype)
-
-    @fp8_attention.register_fake
-    def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None) -> torch.Tensor:
-        return q.new_empty(q.shape[:-1] + v.shape[-1:])
-
-    return fp8_attention
+    """The custom op `cosmos3_cookbook::fp8_attention(q, k, v, causal, scale)`, registered on first use."""
+    return register_attention_op("fp8_attention", _fp8_attention)
 
 
 class FP8AttentionProcessor(LargeCallsProcessor):

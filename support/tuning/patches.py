@@ -342,13 +342,9 @@ def use_fp8_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None = N
     from tuning import fp8
 
     device = device or device_of(pipe)
-    reason = fp8.attention_unavailable_reason(device)
-    if reason is not None:
-        if device.type == "cuda":
-            warnings.warn(f"Speed switch 'fp8_attention' skipped: {reason}.", stacklevel=2)
-        return reason
-    fp8.use_for(pipe)
-    return None
+    return _kernel_or_why_not(
+        "fp8_attention", device, fp8.attention_unavailable_reason(device), lambda: fp8.use_for(pipe)
+    )
 
 
 def use_flash_attention_3(pipe: Cosmos3OmniPipeline, device: torch.device | None = None) -> str | None:
@@ -358,12 +354,7 @@ def use_flash_attention_3(pipe: Cosmos3OmniPipeline, device: torch.device | None
 
     device = device or device_of(pipe)
     reason = flash_attention_3.unavailable_reason(device)
-    if reason is not None:
-        if device.type == "cuda":
-            warnings.warn(f"Speed switch 'flash_attention_3' skipped: {reason}.", stacklevel=2)
-        return reason
-    flash_attention_3.use_for(pipe)
-    return None
+    return _kernel_or_why_not("flash_attention_3", device, reason, lambda: flash_attention_3.use_for(pipe))
 
 
 class DecoderPasses:
@@ -420,10 +411,20 @@ def use_flash_attention(pipe: Cosmos3OmniPipeline, device: torch.device | None =
     device = device or device_of(pipe)
     transformer = pipe.transformer
     reason = flash_attention.unavailable_reason(device, transformer.dtype, transformer.config.head_dim)
+
+    def use() -> None:
+        keep_compiled_code()  # before the kernel's compiler is imported: its kernels are kept too
+        flash_attention.use_for(pipe)
+
+    return _kernel_or_why_not("flash_attention", device, reason, use)
+
+
+def _kernel_or_why_not(switch: str, device: torch.device, reason: str | None, use: Any) -> str | None:
+    """`use()` the switch's kernel, or, where `reason` says why it cannot run, leave PyTorch's and return the reason
+    (warned on a CUDA GPU, where the kernel is worth installing)."""
     if reason is not None:
         if device.type == "cuda":
-            warnings.warn(f"Speed switch 'flash_attention' skipped: {reason}.", stacklevel=2)
+            warnings.warn(f"Speed switch {switch!r} skipped: {reason}.", stacklevel=3)
         return reason
-    keep_compiled_code()  # before the kernel's compiler is imported: its kernels are kept too
-    flash_attention.use_for(pipe)
+    use()
     return None

@@ -9,8 +9,10 @@ session's real server, which the launcher starts with the limits on, over real H
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,23 +20,30 @@ from typing import Any
 
 import httpx
 import papermill
+import pydantic
 import pytest
+from PIL import Image
 
 from cookbook_tools import notebooks
 from helpers import action_settings, audiovisual_settings, media, transfer_settings
 from helpers.audiovisual_settings import TIER_MAX_FRAMES
 from helpers.canvases import CANVASES
 from helpers.settings import CPU_PIXEL_FRAMES, TIERS, largest_canvas
-from local_server import omni_http, serve
+from local_server import omni_http, room_limits, serve
 from local_server.room_limits import (
     DEFAULTS,
     ENV,
     IMAGE_ROUTE,
     TIER_CANVASES,
+    UNREADABLE,
     Limits,
+    Number,
     Refusal,
     RoomLimits,
+    Upload,
     check_request,
+    read_json,
+    read_number,
 )
 from local_server.server import LocalServer
 from tests.conftest import SERVER_KEY
@@ -45,7 +54,8 @@ KEY = "room-key"
 
 def offered_settings() -> list[Any]:
     """Every preset, tier, aspect ratio and mode of the audiovisual family, and every preset of the action (every
-    embodiment) and transfer (every control) families: what the notebooks can send."""
+    embodiment) and transfer (every control, and the two-control pair the notebook runs) families: what the
+    notebooks can send."""
     found = []
     for mode, preset, tier, ratio in itertools.product(
         audiovisual_settings.MODES,
@@ -60,31 +70,92 @@ def offered_settings() -> list[Any]:
             found.append(action_settings.settings_for(task, preset, domain_name=domain))
         except Exception:  # noqa: BLE001 - a task an embodiment has no checkpoint for is not offered
             continue
-    for hint, preset in itertools.product(("edge", "blur", "depth", "seg", "wsm"), ("smoke", "draft", "published")):
+    hints = ("edge", "blur", "depth", "seg", "wsm", ("edge", "depth"))
+    for hint, preset in itertools.product(hints, ("smoke", "draft", "published")):
         found.append(transfer_settings.settings_for(hint, preset))
     return found
 
 
-def as_request(s: Any) -> dict[str, str]:
-    """The fields a notebook sends for `s`: its picture (the largest canvas of its tier where it has no size), frames
-    and steps."""
-    width, height = (s.width, s.height) if hasattr(s, "width") else largest_canvas(s.resolution_tier)
-    return {
-        "size": f"{width}x{height}",
-        "num_frames": str(s.num_frames),
-        "num_inference_steps": str(s.num_inference_steps),
-    }
+def upload(name: str, data: bytes, filename: str, content_type: str) -> Upload:
+    """A file part as the room's form reader sees it stream past."""
+    seen = Upload(name, filename, content_type)
+    for at in range(0, len(data), 4096):
+        seen.take(data[at : at + 4096])
+    return seen
+
+
+@functools.cache
+def png(width: int = 32, height: int = 32) -> bytes:
+    return media.png_bytes(Image.new("RGB", (width, height), (200, 30, 30)))
+
+
+@functools.cache
+def mp4(frames: int, fps: float = 24) -> bytes:
+    return media.lossless_clip([Image.new("RGB", (16, 16), (i % 255, 90, 160)) for i in range(frames)], fps)
+
+
+def as_request(s: Any) -> tuple[dict[str, Any], dict[str, Upload]]:
+    """What a notebook sends for `s`: the form fields (every one the notebooks send, their extra_params included)
+    and the files (a start picture, a clip, a control video of the job's length)."""
+    form: dict[str, Any] = {"model": "tiny", "prompt": "A red ball rolls.", "num_frames": str(s.num_frames)}
+    form |= {"fps": str(s.fps), "num_inference_steps": str(s.num_inference_steps), "seed": str(s.seed)}
+    form |= {"guidance_scale": str(s.guidance_scale), "flow_shift": str(s.flow_shift)}
+    files: dict[str, Upload] = {}
+    if isinstance(s, action_settings.ActionSettings):
+        extra: dict[str, Any] = {"action_mode": s.task, "domain_name": s.domain_name, "raw_action_dim": s.action_width}
+        extra |= {"action_chunk_size": s.chunk_size, "resolution": str(s.resolution_tier), "use_system_prompt": False}
+        if s.task == "forward_dynamics":
+            extra["action"] = [[0.1] * s.action_width] * s.chunk_size
+        reference = ("clip.mp4", mp4(s.num_frames), "video/mp4") if s.task == "inverse_dynamics" else None
+        reference = reference or ("start.png", png(), "image/png")
+        files["input_reference"] = upload("input_reference", reference[1], *reference[::2])
+    elif isinstance(s, transfer_settings.TransferSettings):
+        uploaded = next((h for h in s.hints if h not in room_limits.DERIVED_HINTS), s.hints[0])
+        extra = {"resolution": str(s.resolution_tier), "control_guidance": s.control_guidance}
+        extra |= {"num_video_frames_per_chunk": s.num_video_frames_per_chunk}
+        extra |= {"num_conditional_frames": s.num_conditional_frames, "use_duration_template": False}
+        extra |= {"use_resolution_template": False, "emphasize_control_in_prompt": False}
+        extra |= {hint: {} for hint in s.hints if hint != uploaded}  # derived by the server from the source clip
+        form["control_type"] = uploaded
+        files["control_reference"] = upload("control_reference", mp4(s.num_frames), f"{uploaded}.mp4", "video/mp4")
+        if len(s.hints) > 1:
+            files["input_reference"] = upload("input_reference", mp4(s.num_frames), "source.mp4", "video/mp4")
+    else:
+        extra = {"use_system_prompt": True, "use_resolution_template": False, "use_duration_template": False}
+        form |= {"size": s.size, "negative_prompt": "Blurry.", "generate_sound": str(s.enable_sound).lower()}
+        if s.mode in ("v2v", "v2v_sound", "fl2v"):
+            extra["condition_frame_indexes_vision"] = list(s.condition_frame_indexes)
+        if s.mode in ("i2v", "i2v_sound"):
+            files["input_reference"] = upload("input_reference", png(), "start.png", "image/png")
+        elif s.mode in ("v2v", "v2v_sound", "fl2v"):
+            files["input_reference"] = upload("input_reference", mp4(9), "clip.mp4", "video/mp4")
+    form["extra_params"] = json.dumps(extra)
+    return form, files
+
+
+def image_request(s: Any) -> dict[str, Any]:
+    """The images route's JSON, as the notebook's `images.generate` sends it."""
+    body = {"model": "tiny", "prompt": "A red cube.", "size": s.size, "n": 1, "response_format": "b64_json"}
+    return body | omni_http.image_fields(s, "", {"use_system_prompt": True, "guardrails": False})
+
+
+def check(limits: Limits, s: Any) -> None:
+    if getattr(s, "is_image", False):
+        check_request(limits, IMAGE_ROUTE, image_request(s))
+    else:
+        check_request(limits, "/v1/videos", *as_request(s))
 
 
 def test_the_defaults_admit_every_offered_preset_and_tier_and_little_beyond() -> None:
     """On a GPU every preset, tier and mode the notebooks offer, and NVIDIA's frame caps at every tier; on a CPU all
-    of them that a CPU runs (`CPU_PIXEL_FRAMES`). Each limit is reached by something offered, or by what the server
-    makes when the field is left out (a 1024x1024 image), so nothing far beyond passes."""
+    of them that a CPU runs (`CPU_PIXEL_FRAMES`), each sent whole as the notebooks send it (extra_params and files
+    included). Each limit is reached by something offered, or by what the server makes when the field is left out
+    (a 1024x1024 image), so nothing far beyond passes."""
     offered = offered_settings()
     on_a_cpu = [s for s in offered if s.pixel_frames <= CPU_PIXEL_FRAMES]
     for limits, settings in ((GPU, offered), (CPU, on_a_cpu)):
         for s in settings:
-            check_request(limits, "/v1/videos", as_request(s))
+            check(limits, s)
     check_request(CPU, IMAGE_ROUTE, {"prompt": "x"})  # 1024x1024, 50 steps
     capped = [(largest_canvas(t), TIER_MAX_FRAMES[t]) for t in TIERS]
     for (width, height), frames in capped:
@@ -97,6 +168,16 @@ def test_the_defaults_admit_every_offered_preset_and_tier_and_little_beyond() ->
     for limits in (CPU, GPU):
         assert limits.max_steps == max(s.num_inference_steps for s in offered)
         assert limits.max_pixels == 1024 * 1024 >= largest_picture
+    # Sound: on a GPU as long as NVIDIA's longest clip (397 frames at 24 fps), on a CPU the longest a CPU preset makes.
+    with_sound = [s for s in offered if getattr(s, "enable_sound", False)]
+    assert GPU.max_sound_s == math.ceil(GPU.max_frames / 24)
+    assert CPU.max_sound_s == math.ceil(max(s.num_frames / s.fps for s in with_sound if s in on_a_cpu))
+    # The ranges admit every value offered.
+    for name, low, high in (("fps", *room_limits.FPS), ("flow_shift", *room_limits.FLOW_SHIFT)):
+        values = {getattr(s, name) for s in offered}
+        assert low < min(values) and max(values) <= high, (name, values)
+    assert max(len(s.hints) for s in offered if hasattr(s, "hints")) == room_limits.MAX_HINTS
+    assert max(s.action_width for s in offered if hasattr(s, "action_width")) <= room_limits.MAX_ACTION_WIDTH
 
 
 @pytest.mark.parametrize(
@@ -125,15 +206,87 @@ def test_the_defaults_admit_every_offered_preset_and_tier_and_little_beyond() ->
         (IMAGE_ROUTE, {"size": "2048x2048"}, "size", "(max_pixels)"),
         (IMAGE_ROUTE, {"size": "1024x1024", "n": 10}, "n", "(max_pixel_frames)"),
         ("/v1/videos/sync", {"size": "0x96"}, "size", "size='0x96' is not a size"),
+        # What the first limits did not look at.
+        (
+            "/v1/videos",
+            {"size": "64x64", "num_frames": "9", "generate_sound": "true", "sound_duration": "3600"},
+            "sound_duration",
+            "3600 s of sound, over this server's room limit of 4 (max_sound_s)",
+        ),
+        (
+            "/v1/videos",
+            {"size": "64x64", "num_frames": "9", "generate_sound": "true", "sound_duration": "2"},
+            "sound_duration",
+            "the sound cannot be longer than its video",
+        ),
+        (
+            "/v1/videos",
+            {"size": "64x64", "num_frames": "97", "fps": "10", "generate_sound": "true"},
+            "num_frames",
+            "9.7 s of sound (97 frames at 10 fps), over this server's room limit of 4 (max_sound_s)",
+        ),
+        ("/v1/videos/sync", {"flow_shift": "inf"}, "flow_shift", "flow_shift=inf is not a finite number"),
+        ("/v1/videos/sync", {"flow_shift": "0"}, "flow_shift", "give a number over 0 and at most 50"),
+        ("/v1/videos/sync", {"fps": "1e18"}, "fps", "give a number from 1 to 60"),
+        ("/v1/videos/sync", {"seed": "-1"}, "seed", "give a number from 0 to 9,223,372,036,854,775,807"),
+        ("/v1/videos/sync", {"guidance_scale": "nan"}, "guidance_scale", "is not a finite number"),
+        ("/v1/videos/sync", {"num_frames": "101.0"}, "num_frames", "(max_frames)"),  # pydantic reads 101.0 as 101
+        ("/v1/videos/sync", {"num_inference_steps": "51.0"}, "num_inference_steps", "(max_steps)"),
+        ("/v1/videos/sync", {"width": "1100.0", "height": "1000.0"}, "width", "(max_pixels)"),
+        ("/v1/videos/sync", {"width": "64"}, "width", "give both width and height"),
+        ("/v1/videos/sync", {"size": "64x64", "width": "64", "height": "64"}, "size", "not both"),
+        ("/v1/videos/sync", {"num_outputs_per_prompt": "10"}, "num_outputs_per_prompt", "one video a request"),
+        (IMAGE_ROUTE, {"size": "1100 x 1000"}, "size", "(max_pixels)"),  # vLLM-Omni's parse_size reads it
+        (IMAGE_ROUTE, {"size": "1024 x 1024", "n": 10}, "n", "(max_pixel_frames)"),
+        (IMAGE_ROUTE, {"n": 8.0, "size": "1024x1024"}, "n", "(max_pixel_frames)"),  # pydantic reads 8.0 as 8
+        (IMAGE_ROUTE, {"num_inference_steps": 51.0}, "num_inference_steps", "(max_steps)"),
+        (IMAGE_ROUTE, {"flow_shift": float("inf")}, "flow_shift", "is not a finite number"),
+        (IMAGE_ROUTE, {"generator_device": "cuda"}, "generator_device", "not taken by a shared server"),
+        (IMAGE_ROUTE, {"extra_params": {"generate_sound": True}}, "extra_params.generate_sound", "for an image"),
+        ("/v1/videos", {"extra_params": '{"num_frames": 300}'}, "extra_params.num_frames", "not a key this server"),
+        ("/v1/videos", {"extra_params": '{"robot_obs": {}}'}, "extra_params.robot_obs", "passes it to the model"),
+        ("/v1/videos", {"extra_params": '{"frame_rate": 0.1}'}, "extra_params.frame_rate", "not a key"),
+        ("/v1/videos", {"extra_params": '{"flow_shift": "abc"}'}, "extra_params.flow_shift", "is not a number"),
+        ("/v1/videos", {"extra_params": '{"flow_shift": NaN}'}, "extra_params.flow_shift", "not a finite number"),
+        ("/v1/videos", {"extra_params": '{"max_sequence_length": 60000}'}, "extra_params.max_sequence_length", "4,096"),
+        (
+            "/v1/videos",
+            {"extra_params": '{"negative_metadata_mode": "sideways"}'},
+            "extra_params.negative_metadata_mode",
+            "is not one of none, same, inverse",
+        ),
+        (
+            "/v1/videos",
+            {"extra_params": '{"edge": {"control_path": "/etc/passwd"}}'},
+            "extra_params.edge.control_path",
+            "a shared server takes a control only as the control_reference upload",
+        ),
+        (
+            "/v1/videos",
+            {"extra_params": '{"generate_sound": true, "sound_duration": 1e9}'},
+            "extra_params.sound_duration",
+            "(max_sound_s)",
+        ),
+        ("/v1/videos", {"extra_params": '{"a": 1, "a": 2}'}, "extra_params", "names 'a' twice"),
+        ("/v1/videos", {"extra_params": "[" * 40 + "]" * 40}, "extra_params", "more than 32 levels deep"),
+        ("/v1/videos", {"extra_params": '{"x": ' + "[" * 700 + "]" * 700 + "}"}, "extra_params", "32 levels"),
+        ("/v1/videos", {"lora": '{"name": "a", "path": "/tmp/a"}'}, "lora", "without an adapters folder"),
+        (
+            "/v1/videos",
+            {"image_reference": '{"image_url": "http://127.0.0.1:8000/health"}'},
+            "image_reference",
+            "fetches nothing for a participant",
+        ),
+        ("/v1/videos", {"frame_interpolation_model_path": "/etc"}, "frame_interpolation_model_path", "no paths"),
     ],
 )
 def test_each_limit_is_refused_naming_the_field_the_limit_and_the_value(route, fields, param, words) -> None:
     with pytest.raises(Refusal) as refused:
         check_request(CPU, route, fields)
-    assert refused.value.status == 400 and refused.value.param == param
+    assert refused.value.status == 400 and refused.value.param == param, str(refused.value)
     assert words in str(refused.value), str(refused.value)
     if "room limit" in str(refused.value):  # and the notebook parameter that brings a request within it
-        assert "TIER" in str(refused.value) or "PRESET" in str(refused.value)
+        assert "TIER" in str(refused.value) or "PRESET" in str(refused.value) or "sound" in str(refused.value)
         assert refused.value.body["room_limit"]["name"] in str(refused.value)
 
 
@@ -143,20 +296,175 @@ def test_each_limit_is_refused_naming_the_field_the_limit_and_the_value(route, f
         ("/v1/videos", {"size": "big", "num_frames": "9"}),
         ("/v1/videos", {"width": "0", "height": "96", "num_frames": "9"}),
         ("/v1/videos", {"num_frames": "many"}),
+        ("/v1/videos", {"num_frames": "9.5"}),
+        ("/v1/videos", {"num_inference_steps": "0"}),
+        ("/v1/videos", {"generate_sound": "maybe"}),
+        ("/v1/videos", {"seconds": "7.5"}),
+        ("/v1/videos", {"extra_params": "{not json"}),
+        ("/v1/videos", {"extra_params": "[1, 2]"}),
+        ("/v1/videos", {"image_reference": '{"image_url": "aGVsbG8="}'}),
         (IMAGE_ROUTE, {"size": "1x2x3"}),
+        (IMAGE_ROUTE, {"size": "axb"}),
         (IMAGE_ROUTE, {"size": "64x64", "n": 11}),
+        (IMAGE_ROUTE, {"n": [1]}),
     ],
 )
 def test_what_vllm_omni_refuses_with_its_own_400_is_left_to_it(route, fields) -> None:
     check_request(CPU, route, fields)  # no Refusal: vLLM-Omni's validation names the field in its words
 
 
+# Texts that may stand for a number in a form: pydantic's lax mode (which vLLM-Omni's form uses) against the room.
+NUMBER_TEXTS = [
+    *("5", " 5 ", "+5", "-5", "05", "5.0", "5.5", "5.", ".5", "1e3", "1E3", "1_000", "1__000", "_1", "0x10", "0b1"),
+    *("٥", "５", "inf", "-inf", "+inf", "iNf", "Infinity", "nan", "NaN", "nan ", "1e400", "-1e400", "  ", "5\n"),
+    *("\t5", "1e-3", "1.0e1", "1_0.5", "5e", "--5", "5-", "0.0", "-0", "true", "yes", "", "9" * 30, "9" * 5000),
+    *("\u00a05", "5\u2003", "1,000", "$5", "5%", "0o7", "1 000", "١.٥", "1e", "e5", ".", "+", "-", "++5"),
+]
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_number_the_room_cannot_read_is_one_vllm_omni_refuses_and_one_it_reads_the_room_reads_alike(whole) -> None:
+    """The room reads a form's number as Python's `float` does; what it leaves unread (UNREADABLE) pydantic refuses
+    too, so nothing pydantic takes as a number passes unbounded; and what pydantic reads, the room reads alike (or
+    refuses: not finite, or out of its range)."""
+    adapter = pydantic.TypeAdapter(int if whole else float)
+    for text in NUMBER_TEXTS:
+        try:
+            theirs: Any = adapter.validate_python(text)
+        except pydantic.ValidationError:
+            theirs = None
+        try:
+            ours = read_number("n", text, Number(whole))
+        except Refusal:
+            assert theirs is None or not math.isfinite(theirs), text
+            continue
+        if ours is UNREADABLE or ours is None:
+            assert theirs is None, (text, theirs)
+        elif theirs is not None:
+            assert ours == theirs if whole else float(ours) == theirs, (text, ours, theirs)
+
+
+def test_json_is_read_as_vllm_omni_reads_it_or_refused_when_it_could_end_the_server() -> None:
+    assert read_json("extra_params", '{"a": [1, {"b": 2}]}') == {"a": [1, {"b": 2}]}
+    assert read_json("extra_params", "{no") is UNREADABLE  # vLLM-Omni: "Invalid JSON in form field."
+    assert read_json("extra_params", json.dumps({"s": "[" * 40})) == {"s": "[" * 40}  # in a string: no nesting
+    for text, words in (
+        ("[" * 33 + "]" * 33, "more than 32 levels"),
+        ("[" * 5000, "more than 32 levels"),  # not even closed: counted, never recursed into
+        ('{"a": {"b": 1, "b": 2}}', "names 'b' twice"),
+        ('{"a": [1, Infinity]}', "extra_params.a[1]=inf is not a finite number"),
+        ('{"a": 1e400}', "extra_params.a=inf is not a finite number"),
+        ('{"a": ' + "9" * 5000 + "}", "is JSON no setting is made of"),
+    ):
+        with pytest.raises(Refusal, match=words.replace("[", r"\[").replace("]", r"\]")):
+            read_json("extra_params", text)
+
+
+def small_action(**extra: Any) -> tuple[dict[str, str], dict[str, Upload]]:
+    fields = {"action_mode": "forward_dynamics", "domain_name": "av", "action_chunk_size": 60, "resolution": "256"}
+    fields |= {"action": [[0.0] * 9] * 60, **extra}
+    return {"num_frames": "61", "extra_params": json.dumps(fields)}, {
+        "input_reference": upload("input_reference", png(), "start.png", "image/png")
+    }
+
+
 def test_an_action_or_transfer_job_is_measured_at_its_resolution_tier() -> None:
     assert {tier: largest_canvas(tier) for tier in CANVASES} == TIER_CANVASES
-    extra = json.dumps({"action_mode": "forward_dynamics", "resolution": "256"})
-    check_request(CPU, "/v1/videos", {"num_frames": "61", "extra_params": extra})  # 320x256 x 61 frames fits a CPU
-    with pytest.raises(Refusal, match=r"resolution=720 \(its largest picture\)"):
-        check_request(CPU, "/v1/videos", {"num_frames": "61", "extra_params": extra.replace("256", "720")})
+    check_request(CPU, "/v1/videos", *small_action())  # 320x256 x 61 frames fits a CPU
+    with pytest.raises(Refusal, match=r"resolution=720 \(its largest picture"):
+        check_request(CPU, "/v1/videos", *small_action(resolution="720"))
+    # Transfer ignores size: the tier (720 when none is named) decides the picture.
+    control = {"control_reference": upload("control_reference", mp4(9), "edge.mp4", "video/mp4")}
+    form = {"size": "64x64", "num_frames": "9", "control_type": "edge"}
+    with pytest.raises(Refusal, match="max_pixel_frames"):
+        check_request(CPU, "/v1/videos", {**form, "num_frames": "17"}, control)
+    check_request(CPU, "/v1/videos", {**form, "extra_params": '{"resolution": "256"}'}, control)
+
+
+@pytest.mark.parametrize(
+    ("extra", "fields", "param", "words"),
+    [
+        ({"domain_name": "tank"}, {}, "extra_params.domain_name", "an embodiment vLLM-Omni 0.30.0 knows"),
+        ({"action_chunk_size": 4}, {}, "num_frames", "does not fit action_chunk_size=4"),
+        ({"action_mode": "bogus"}, {}, "extra_params.action_mode", "one of forward_dynamics"),
+        ({"action": "x"}, {}, "extra_params.action", "not a list of rows"),
+        ({"action": [[1, 2], [1]]}, {}, "extra_params.action", "give every row the same width"),
+        ({"action": [[0.0] * 65] * 60}, {}, "extra_params.action width", "from 1 to 64"),
+        ({"raw_action_dim": 0}, {}, "extra_params.raw_action_dim", "from 1 to 64"),
+        ({}, {"generate_sound": "true"}, "generate_sound", "comes with a action job"),
+        ({"edge": {}}, {}, "extra_params", "action job with transfer controls"),
+        ({"control_guidance": 1.5}, {}, "extra_params.control_guidance", "belongs to a transfer job"),
+    ],
+)
+def test_an_action_job_is_checked_as_the_pipeline_would_fail_it(extra, fields, param, words) -> None:
+    """What vLLM-Omni 0.30.0 lets through and Cosmos 3's pipeline fails as its own error (a job failed with 500)."""
+    form, files = small_action(**extra)
+    with pytest.raises(Refusal) as refused:
+        check_request(CPU, "/v1/videos", {**form, **fields}, files)
+    assert refused.value.param == param and words in str(refused.value), str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "form", "param", "words"),
+    [
+        ({"num_video_frames_per_chunk": 201}, {}, "extra_params.num_video_frames_per_chunk", "(max_frames)"),
+        (
+            {"num_video_frames_per_chunk": 9, "num_conditional_frames": 8},
+            {"num_frames": "97"},
+            "num_frames",
+            "max_pixel_frames",
+        ),  # a chunk a frame: 89 chunks of 9
+        (
+            {"num_video_frames_per_chunk": 9, "num_conditional_frames": 9},
+            {"num_frames": "17"},
+            "extra_params.num_conditional_frames",
+            "from 0 to 8",
+        ),
+        ({"depth": {}}, {}, "extra_params.depth", "derives only for edge and blur"),
+        ({"blur": {}, "seg": {}}, {}, "extra_params", "at most 2"),
+        ({"edge": "/etc/passwd"}, {}, "extra_params.edge", "is not {} or true"),
+        ({"edge": {"control_weight": -1}}, {}, "extra_params.edge.control_weight", "from 0 to 10"),
+        ({"blur": {"preset_blur_strength": "max"}}, {}, "extra_params.blur.preset_blur_strength", "is not one of"),
+        ({}, {"num_frames": None}, "num_frames", "a transfer job sends num_frames"),
+        ({}, {"generate_sound": "yes"}, "generate_sound", "comes with a transfer job"),
+    ],
+)
+def test_a_transfer_job_is_checked_as_the_pipeline_would_fail_it(extra, form, param, words) -> None:
+    fields = {"num_frames": "9", "control_type": "edge", "extra_params": json.dumps({"resolution": "256", **extra})}
+    fields = {k: v for k, v in {**fields, **form}.items() if v is not None}
+    files = {"control_reference": upload("control_reference", mp4(9), "edge.mp4", "video/mp4")}
+    files["input_reference"] = upload("input_reference", mp4(9), "source.mp4", "video/mp4")
+    with pytest.raises(Refusal) as refused:
+        check_request(CPU, "/v1/videos", fields, files)
+    assert refused.value.param == param and words in str(refused.value), str(refused.value)
+
+
+def test_uploads_are_measured_by_their_headers_before_the_server_decodes_them() -> None:
+    """A control video's frames are counted (the server would decode up to 5,000 of them), a picture's size read
+    from its header (a small PNG can decode to gigabytes); a control the room cannot count is refused."""
+    assert upload("c", mp4(9), "c.mp4", "video/mp4").frames() == 9
+    assert upload("c", mp4(9), "c.mp4", "video/mp4").kind() == "video"
+    bomb = bytearray(png())
+    bomb[16:24] = (20000).to_bytes(4, "big") * 2  # the header of a 20000x20000 picture
+    jpeg = Image.new("RGB", (48, 32)).save(buffer := __import__("io").BytesIO(), format="JPEG") or buffer.getvalue()
+    assert upload("i", bytes(bomb), "a.png", "image/png").picture() == (20000, 20000)
+    assert upload("i", jpeg, "a.jpg", "image/jpeg").picture() == (48, 32)
+    with pytest.raises(Refusal, match="20000x20000"):
+        check_request(
+            CPU,
+            "/v1/videos",
+            {"size": "64x64"},
+            {"input_reference": upload("input_reference", bytes(bomb), "a.png", "image/png")},
+        )
+    form = {"num_frames": "9", "control_type": "edge", "extra_params": '{"resolution": "256"}'}
+    long_control = upload("control_reference", mp4(CPU.max_frames + 1), "edge.mp4", "video/mp4")
+    with pytest.raises(Refusal, match="decoding 101 frames"):
+        check_request(CPU, "/v1/videos", form, {"control_reference": long_control})
+    webm = upload("control_reference", b"\x1aE\xdf\xa3" + bytes(100), "edge.webm", "video/webm")
+    with pytest.raises(Refusal, match="send it as an MP4 or MOV"):
+        check_request(CPU, "/v1/videos", form, {"control_reference": webm})
+    text = upload("control_reference", b"text", "notes.txt", "text/plain")
+    check_request(CPU, "/v1/videos", form, {"control_reference": text})  # vLLM-Omni's own 400 names its suffix
 
 
 def test_limits_are_one_setting_that_a_flag_changes_or_turns_off() -> None:
@@ -177,6 +485,7 @@ def test_the_launcher_adds_the_middleware_with_the_machines_limits_and_says_them
     assert flags == ["--api-key", "a", "b", "--port", "8000", "--middleware", "local_server.room_limits.RoomLimits"]
     assert Limits.from_env(env[ENV]) == CPU and json.loads(env["COSMOS3_ROOM_API_KEYS"]) == ["a", "b"]
     assert line.startswith("room limits for a CPU server: 1,048,576 pixels a frame, 100 frames")
+    assert "4 s of sound" in line and "600 s a generation" in line
     flags, env, line = serve.with_room_limits(["--room-limits=max_frames=5"], gpu=True)
     assert Limits.from_env(env[ENV]) == GPU.with_overrides("max_frames=5") and "--room-limits" not in flags
     flags, env, line = serve.with_room_limits(["--room-limits", "off", "--port", "1"], gpu=True)
@@ -192,6 +501,8 @@ class StandIn:
         self.chunks: list[bytes] = []
         self.headers: list[tuple[bytes, bytes]] = []
         self.jobs: dict[str, str] = {}
+        self.deleted: list[str] = []
+        self.sync_seconds = 0.0  # how long a synchronous generation takes
 
     async def __call__(self, scope, receive, send) -> None:
         self.headers = list(scope["headers"])
@@ -203,6 +514,8 @@ class StandIn:
             if not message.get("more_body"):
                 break
         path, method = scope["path"], scope["method"]
+        if path == "/v1/videos/sync":
+            await asyncio.sleep(self.sync_seconds)
         if method == "POST" and path == "/v1/videos":
             job = f"video_{len(self.jobs)}"
             self.jobs[job] = "queued"
@@ -214,6 +527,7 @@ class StandIn:
             answer = {"id": job, "status": self.jobs[job]} if method == "GET" else {"id": job, "deleted": True}
             if method == "DELETE":
                 del self.jobs[job]
+                self.deleted.append(job)
         else:
             answer = {"made": True}
         body = json.dumps(answer).encode()
@@ -324,6 +638,171 @@ def test_a_participant_may_have_max_queued_jobs_and_sees_each_ones_place_in_the_
     inner.jobs[jobs[0]] = "completed"  # ended on the server, never polled: the job list frees its place
     time.sleep(1.1)
     assert call(room, "POST", "/v1/videos", [body], [content_type])[0] == 200
+
+
+def raw_form(parts: list[tuple[str, bytes]], boundary: str = "b0und") -> bytes:
+    """A multipart body written by hand: each part's header lines and its value."""
+    body = b"".join(f"--{boundary}\r\n{headers}\r\n\r\n".encode() + value + b"\r\n" for headers, value in parts)
+    return body + f"--{boundary}--\r\n".encode()
+
+
+def form_part(name: str, value: str) -> tuple[str, bytes]:
+    return f'Content-Disposition: form-data; name="{name}"', value.encode()
+
+
+PLAIN = [form_part("model", "tiny"), form_part("prompt", "a ball"), form_part("size", "64x64")]
+OVER = form_part("num_frames", "101")
+
+
+@pytest.mark.parametrize(
+    ("content_type", "parts", "words"),
+    [
+        # The report's bypasses: framing that python-multipart reads one way and a looser reader another.
+        ("multipart/form-data; boundary=b0und", [*PLAIN, OVER], "(max_frames)"),
+        ("multipart/form-data; boundary=jsonb0und", [*PLAIN, OVER], "(max_frames)"),  # was read as JSON
+        ("multipart/form-data; BOUNDARY=b0und", [*PLAIN, OVER], "in capitals"),
+        ("multipart/form-data; boundary=x; boundary=b0und", [*PLAIN, OVER], "twice"),
+        (
+            "multipart/form-data; boundary=b0und",
+            [*PLAIN, ("Content-Disposition: form-data; name=num_frames", b"101")],
+            "(max_frames)",
+        ),  # a token: read alike
+        (
+            "multipart/form-data; boundary=b0und",
+            [*PLAIN, ('Content-Disposition: form-data; NAME="num_frames"', b"101")],
+            "in capitals",
+        ),
+        (
+            "multipart/form-data; boundary=b0und",
+            [*PLAIN, ('Content-Disposition: form-data; name = "num_frames"', b"101")],
+            "not of a form the room reads",
+        ),
+        (
+            "multipart/form-data; boundary=b0und",
+            [*PLAIN, ('Content-Disposition: form-data; name="num_frames"; xfilename="a"', b"101")],
+            "not `form-data; name=...`",
+        ),
+        (
+            "multipart/form-data; boundary=b0und",
+            [
+                *PLAIN,
+                (
+                    'Content-Disposition: form-data; name="a"\r\nContent-Disposition: form-data; name="num_frames"',
+                    b"101",
+                ),
+            ],
+            "two Content-Disposition",
+        ),
+        ("multipart/form-data; boundary=b0und", [*PLAIN, form_part("num_frames", "5"), OVER], "sent twice"),
+        ("multipart/form-data; boundary=b0und", [*PLAIN, form_part("num_frames", "101.0")], "(max_frames)"),
+        ("multipart/form-data; boundary=b0und; charset=utf-16", PLAIN, "send it as UTF-8"),
+        ("Multipart/Form-Data; boundary=b0und", PLAIN, "in capitals"),
+        ("multipart/form-data; boundary=b0und", [*PLAIN, form_part("prompt", "again")], "prompt is sent twice"),
+        (
+            "multipart/form-data; boundary=b0und",
+            [*PLAIN, ('Content-Disposition: form-data; name="p"\r\nX: a\nb', b"1")],
+            "is not `Name: value`",
+        ),
+    ],
+)
+def test_a_form_is_read_as_the_server_reads_it_or_refused(content_type, parts, words) -> None:
+    inner = StandIn()
+    body = raw_form(parts, boundary="jsonb0und" if "jsonb0und" in content_type else "b0und")
+    status, _, answer, _ = call(
+        RoomLimits(inner, CPU, [KEY]), "POST", "/v1/videos/sync", [body], [(b"content-type", content_type.encode())]
+    )
+    assert status == 400 and words in json.loads(answer)["error"]["message"], answer
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b"--b0und\r\n" + b'Content-Disposition: form-data; name="prompt"\r\n\r\nx', "ends before its closing"),
+        (b"preamble\r\n--b0und--\r\n", "does not start with its boundary"),
+        (
+            raw_form(PLAIN).replace(
+                b'--b0und\r\nContent-Disposition: form-data; name="size"',
+                b'--b0und  \r\nContent-Disposition: form-data; name="size"',
+            ),
+            "neither a line",
+        ),
+        (raw_form([*PLAIN, form_part("x", "\xff")]).replace("ÿ".encode(), b"\xff"), "not UTF-8"),
+    ],
+)
+def test_a_malformed_form_is_the_clients_error(body, words) -> None:
+    status, _, answer, _ = call(
+        RoomLimits(StandIn(), CPU, [KEY]),
+        "POST",
+        "/v1/videos/sync",
+        [body],
+        [(b"content-type", b"multipart/form-data; boundary=b0und")],
+    )
+    assert status == 400 and words in json.loads(answer)["error"]["message"], answer
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b"prompt=a&num_frames=5&num_frames=101", "num_frames is sent twice"),
+        (b"prompt=a&num_frames", "is not NAME=VALUE"),
+        (b"prompt=a b", "should be percent-encoded"),
+        (b"prompt=%ff", "not UTF-8"),
+        (b"prompt=a&flow_shift=nan", "flow_shift=nan is not a finite number"),
+    ],
+)
+def test_an_urlencoded_form_is_read_strictly(body, words) -> None:
+    status, _, answer, _ = call(
+        RoomLimits(StandIn(), CPU, [KEY]),
+        "POST",
+        "/v1/videos/sync",
+        [body],
+        [(b"content-type", b"application/x-www-form-urlencoded")],
+    )
+    assert status == 400 and words in json.loads(answer)["error"]["message"], answer
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "words"),
+    [
+        (b'{"prompt": "x", "n": 1, "n": 8, "size": "1024x1024"}', "body", "names 'n' twice"),
+        (b'{"prompt": "x", "guidance_scale": NaN}', "body.guidance_scale", "not a finite number"),
+        (b'{"prompt": "x", "extra_params": ' + b"[" * 600 + b"]" * 600 + b"}", "body", "32 levels"),
+        (b'{"prompt": "x", "size": "1100 x 1000"}', "size", "(max_pixels)"),
+        ('{"prompt": "x", "n": 8, "size": "1024x1024"}'.encode("utf-16"), "n", "(max_pixel_frames)"),
+    ],
+)
+def test_an_image_request_is_read_as_fastapi_reads_it(body, param, words) -> None:
+    status, _, answer, _ = call(
+        RoomLimits(StandIn(), CPU, [KEY]), "POST", IMAGE_ROUTE, [body], [(b"content-type", b"application/json")]
+    )
+    error = json.loads(answer)["error"]
+    assert status == 400 and error["param"] == param and words in error["message"], answer
+
+
+def test_a_generation_that_runs_past_max_run_s_is_answered_with_a_504_naming_it(monkeypatch) -> None:
+    """A synchronous one at once, its handler cancelled; a job at its next poll, deleted through vLLM-Omni's own
+    DELETE. Time spent waiting behind others is not counted."""
+    monkeypatch.setattr(room_limits, "WATCH_S", 0.05)
+    inner = StandIn()
+    room = RoomLimits(inner, CPU.with_overrides("max_run_s=1"), [KEY])
+    body, content_type = multipart({**FIELDS, "size": "64x64"})
+    inner.sync_seconds = 3
+    started = time.monotonic()
+    status, _, answer, _ = call(room, "POST", "/v1/videos/sync", [body], [content_type])
+    refusal = json.loads(answer)
+    assert status == 504 and refusal["room_limit"]["name"] == "max_run_s" and 1 <= time.monotonic() - started < 2
+    assert "past this server's room limit of 1 s a generation (max_run_s)" in refusal["error"]["message"]
+    inner.sync_seconds = 0.2
+    assert call(room, "POST", "/v1/videos/sync", [body], [content_type])[0] == 200  # within the limit: served
+    job = json.loads(call(room, "POST", "/v1/videos", [body], [content_type])[2])["id"]
+    inner.jobs[job] = "in_progress"
+    assert call(room, "GET", f"/v1/videos/{job}")[0] == 200
+    time.sleep(1.1)
+    status, _, answer, _ = call(room, "GET", f"/v1/videos/{job}")
+    record = json.loads(answer)
+    assert status == 504 and record["status"] == "failed" and record["error"]["code"] == 504
+    assert "max_run_s" in record["error"]["message"] and inner.deleted == [job]
+    assert call(room, "GET", f"/v1/videos/{job}")[0] == 504  # every later poll says the same
 
 
 # The session's real server, started by the launcher with the CPU limits on.

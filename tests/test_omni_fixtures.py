@@ -74,9 +74,9 @@ def test_the_sdk_raises_for_the_recorded_failed_job_with_its_error() -> None:
     client = openai.OpenAI(
         base_url="http://replay/v1", api_key="x", max_retries=0, http_client=httpx.Client(transport=transport)
     )
-    with client as sdk, pytest.raises(openai.InternalServerError) as err:
+    with client as sdk, pytest.raises(openai.BadRequestError) as err:
         sdk.videos.retrieve("video_gen_0")
-    assert err.value.status_code == 500 and "negative_metadata_mode" in str(err.value.body)
+    assert err.value.status_code == 400 and "mixed image and video references" in str(err.value.body)
 
 
 def test_the_recorded_action_job_carries_one_action_per_step_of_the_chunk() -> None:

@@ -227,6 +227,14 @@ def test_the_defaults_admit_every_offered_preset_and_tier_and_little_beyond() ->
         ),
         ("/v1/videos/sync", {"flow_shift": "inf"}, "flow_shift", "flow_shift=inf is not a finite number"),
         ("/v1/videos/sync", {"flow_shift": "0"}, "flow_shift", "give a number over 0 and at most 50"),
+        (
+            "/v1/videos/sync",
+            {"flow_shift": "22", "num_inference_steps": "50"},
+            "flow_shift",
+            "same first timestep twice, which fails the generation: at 50 steps give a flow shift from 0.1 to 21.4",
+        ),
+        ("/v1/videos/sync", {"flow_shift": "31"}, "flow_shift", "with 35 steps"),  # the server's default steps
+        (IMAGE_ROUTE, {"flow_shift": 22}, "flow_shift", "with 50 steps"),
         ("/v1/videos/sync", {"fps": "1e18"}, "fps", "give a number from 1 to 60"),
         ("/v1/videos/sync", {"seed": "-1"}, "seed", "give a number from 0 to 9,223,372,036,854,775,807"),
         ("/v1/videos/sync", {"guidance_scale": "nan"}, "guidance_scale", "is not a finite number"),
@@ -278,6 +286,17 @@ def test_the_defaults_admit_every_offered_preset_and_tier_and_little_beyond() ->
             "fetches nothing for a participant",
         ),
         ("/v1/videos", {"frame_interpolation_model_path": "/etc"}, "frame_interpolation_model_path", "no paths"),
+        ("/v1/videos/sync", {"size": "15x64"}, "size", "give each side at least 16 pixels"),
+        ("/v1/videos/sync", {"width": " 7 ", "height": "64"}, "width", "a picture of 7x64"),
+        (IMAGE_ROUTE, {"size": "8 x 8"}, "size", "give each side at least 16 pixels"),
+        ("/v1/videos/sync", {"prompt": '{"a": ' * 1000 + "1" + "}" * 1000}, "prompt", "more than 32 levels"),
+        (IMAGE_ROUTE, {"negative_prompt": "[" * 33}, "negative_prompt", "more than 32 levels"),
+        (
+            "/v1/videos",
+            {"extra_params": json.dumps({"system_prompt": "[" * 40})},
+            "extra_params.system_prompt",
+            "nesting no brackets",
+        ),
     ],
 )
 def test_each_limit_is_refused_naming_the_field_the_limit_and_the_value(route, fields, param, words) -> None:
@@ -838,6 +857,154 @@ def test_the_real_server_refuses_each_limit_before_the_model_sees_it_and_does_no
     for fields in ({**SMOKE, "size": "100000x96"}, SMOKE):
         unkeyed = httpx.post(f"{omni_server.base_url}/v1/videos/sync", data={"prompt": "x", **fields}, timeout=30)
         assert unkeyed.status_code == 401
+
+
+# The sweep: every field of the three routes, with what a hostile participant sends. Built once, a table of plain
+# requests: (route, what is sent, how). Each must be answered within seconds with a 2xx or a 4xx.
+SWEEP_BASE = {"model": "tiny", "prompt": "sweep", "size": "64x64", "num_frames": "5", "fps": "24"}
+SWEEP_BASE |= {"num_inference_steps": "1", "guidance_scale": "1.0"}
+VIDEO_FORM_FIELDS = (
+    *("prompt", "negative_prompt", "model", "user", "aspect_ratio", "quality", "control_type", "seconds", "size"),
+    *("width", "height", "num_frames", "fps", "short_edge", "num_outputs_per_prompt", "start_time_seconds"),
+    *("num_inference_steps", "guidance_scale", "guidance_scale_2", "boundary_ratio", "flow_shift", "true_cfg_scale"),
+    *("seed", "generate_sound", "sound_duration", "enable_frame_interpolation", "frame_interpolation_exp"),
+    *("frame_interpolation_scale", "frame_interpolation_model_path", "return_stage_metrics", "image_reference"),
+    *("video_reference", "audio_reference", "lora", "extra_params", "input_reference", "control_reference"),
+    *("input_references", "source_video", "source_audio", "video_noise_mask", "audio_noise_mask"),
+)
+NESTED_40, NESTED_1000 = "[" * 40 + "]" * 40, '{"a": ' * 1000 + "1" + "}" * 1000
+HOSTILE_TEXTS = ("nan", "-inf", "1e309", "-1", "0", "1e18", "9" * 400, "1.5", "abc", "", " 7 ", '{"a": 1}')
+HOSTILE_TEXTS += (NESTED_40, NESTED_1000, "true", "3600", "http://127.0.0.1:1/x.png")
+HOSTILE_JSON = ("NaN", "Infinity", "-1", "0", "1e18", "1e400", '"abc"', "[1]", '{"a": 1}', NESTED_40, "true", "3600")
+HOSTILE_JSON += ('"/etc/passwd"', '{"control_path": "/etc/passwd"}', "9" * 5000)
+EXTRA_KEYS = (*room_limits.VIDEO_EXTRA, "num_frames", "max_frames", "frame_rate", "robot_obs", "control", "shift")
+IMAGE_FIELDS = ("prompt", "n", "size", "num_inference_steps", "guidance_scale", "true_cfg_scale", "flow_shift")
+IMAGE_FIELDS += ("seed", "negative_prompt", "system_prompt", "use_system_prompt", "response_format", "output_format")
+IMAGE_FIELDS += ("output_compression", "extra_params", "lora", "generator_device", "layers", "bot_task", "user")
+IMAGE_FIELDS += ("vae_use_slicing", "vae_use_tiling", "return_stage_metrics", "model")
+
+
+FREE_TEXTS = ("prompt", "negative_prompt", "user", "aspect_ratio")  # any text is a prompt: only structure matters
+
+
+def sweep_form(name: str, value: str) -> dict[str, str]:
+    if name in ("width", "height"):
+        return {**{k: v for k, v in SWEEP_BASE.items() if k != "size"}, "width": "64", "height": "64", name: value}
+    return {**SWEEP_BASE, name: value}
+
+
+def sweep_table() -> list[tuple[str, str, dict[str, Any]]]:
+    table: list[tuple[str, str, dict[str, Any]]] = []
+    for name in VIDEO_FORM_FIELDS:
+        for value in HOSTILE_TEXTS if name not in FREE_TEXTS else ("", NESTED_40, NESTED_1000, HOSTILE_TEXTS[-1]):
+            table.append(("/v1/videos/sync", f"{name}={value[:30]!r}", {"data": sweep_form(name, value)}))
+    for name, value in itertools.product(EXTRA_KEYS, HOSTILE_JSON[::2]):
+        extra = '{"' + name + '": ' + value + "}"
+        table.append(
+            ("/v1/videos/sync", f"extra_params.{name}={value[:30]}", {"data": {**SWEEP_BASE, "extra_params": extra}})
+        )
+    for name, value in itertools.product(IMAGE_FIELDS, HOSTILE_JSON):
+        body = f'{{"model": "tiny", "prompt": "sweep", "size": "64x64", "num_inference_steps": 1, "{name}": {value}}}'
+        table.append((IMAGE_ROUTE, f"{name}={value[:30]}", {"content": body.encode()}))
+    for name, upload_as in itertools.product(("input_reference", "control_reference", "unused"), range(4)):
+        bomb = bytearray(png())
+        bomb[16:24] = (30000).to_bytes(4, "big") * 2
+        files = {
+            name: [
+                ("a.png", bytes(bomb), "image/png"),
+                ("e.mp4", b"", "video/mp4"),
+                ("l.mp4", mp4(CPU.max_frames + 1), "video/mp4"),
+                ("w.webm", b"\x1aE\xdf\xa3" + bytes(64), "video/webm"),
+            ][upload_as]
+        }
+        table.append(
+            (
+                "/v1/videos/sync",
+                f"{name} file {upload_as}",
+                {"data": {**SWEEP_BASE, "control_type": "edge"}, "files": files},
+            )
+        )
+    # The sampler's edge, each side of it: 21.4 runs, 21.5 would fail the generation (a 500 without the room).
+    for shift in ("21.4", "21.5"):
+        table.append(
+            (
+                "/v1/videos/sync",
+                f"flow_shift={shift} at 50 steps",
+                {"data": {**SWEEP_BASE, "num_inference_steps": "50", "flow_shift": shift}},
+            )
+        )
+    # Framing that a looser reader than Starlette's would read otherwise.
+    for headers, value in (
+        ('Content-Disposition: form-data; name="num_frames"', b"101.0"),
+        ('Content-Disposition: form-data; NAME="num_frames"', b"101"),
+        ('Content-Disposition: form-data; name = "num_frames"', b"101"),
+        ('Content-Disposition: form-data; name="num_frames"; xfilename="a"', b"101"),
+    ):
+        body = raw_form([*(form_part(k, v) for k, v in SWEEP_BASE.items() if k != "num_frames"), (headers, value)])
+        table.append(
+            (
+                "/v1/videos/sync",
+                headers[-30:],
+                {"content": body, "headers": {"content-type": "multipart/form-data; boundary=b0und"}},
+            )
+        )
+    return table
+
+
+QUICKSTART = {"model": "tiny", "prompt": "A yellow driverless forklift lifts a pallet.", "size": "160x96"}
+QUICKSTART |= {"num_frames": "17", "fps": "24", "num_inference_steps": "2", "guidance_scale": "6.0", "seed": "0"}
+QUICKSTART |= {"flow_shift": "10.0", "negative_prompt": "Blurry.", "extra_params": '{"use_system_prompt": true}'}
+
+
+@pytest.mark.slow
+def test_no_value_in_any_field_draws_a_500_or_holds_the_room(omni_server: LocalServer) -> None:
+    """The issue's participant, everywhere: every form field of the video routes, every key of extra_params and every
+    field of the images route, each with non-finite, negative, huge, fractional, wrong-typed, nested and path
+    values, hostile uploads, the sampler's edge and framing tricks. Each is answered within seconds with a 2xx or a
+    4xx, never a 500; the server's memory stays flat; and another participant's quickstart-sized video is then served
+    in its usual time."""
+    table = sweep_table()
+    headers = {"Authorization": f"Bearer {SERVER_KEY}"}
+    other = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), headers=headers, timeout=120)
+
+    def quickstart() -> float:
+        started = time.monotonic()
+        answer = other.post(f"{omni_server.base_url}/v1/videos/sync", data=QUICKSTART)
+        assert answer.status_code == 200, answer.text
+        return time.monotonic() - started
+
+    quickstart()  # warm
+    usual = min(quickstart() for _ in range(2))
+    before = omni_server.memory_mib()
+    answers: list[tuple[str, int, float, str]] = []
+
+    def send(rows: list[tuple[str, str, dict[str, Any]]]) -> None:
+        with httpx.Client(headers=headers, timeout=60) as client:
+            for route, what, how in rows:
+                started = time.monotonic()
+                answer = client.post(f"{omni_server.base_url}{route}", **how)
+                answers.append((what, answer.status_code, time.monotonic() - started, answer.text[:300]))
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(3) as pool:  # under max_queued, so no answer is the room's 429
+        list(pool.map(send, [table[i::3] for i in range(3)]))
+    sweep_s = time.monotonic() - started
+    grown = omni_server.memory_mib() - before
+    after = quickstart()
+    served = [a for a in answers if a[1] < 300]
+    print(
+        f"{len(table)} requests in {sweep_s:.1f} s, {len(served)} served, memory {grown:+.1f} MiB, quickstart "
+        f"{usual:.2f} s before and {after:.2f} s after"
+    )
+    failures = [a for a in answers if not (200 <= a[1] < 300 or 400 <= a[1] < 500)]
+    assert not failures, failures[:10]
+    slow = [a for a in answers if a[2] > 10]
+    assert not slow, slow[:10]
+    status = {a[0]: a[1] for a in answers}
+    assert (status["flow_shift=21.4 at 50 steps"], status["flow_shift=21.5 at 50 steps"]) == (200, 400)
+    assert grown < 300, grown
+    assert after < 3 * usual + 5, (usual, after)
+    other.close()
 
 
 @pytest.mark.slow

@@ -75,6 +75,7 @@ FORM_BYTES = 2 * MIB  # all of a form's fields together (Starlette allows 1000 f
 MAX_PARTS, MAX_FILES = 64, 2  # the notebooks send about 15 fields and at most two files (a control and its source)
 HEADER_BYTES = 16 * 1024  # a form part's headers
 MAX_JSON_DEPTH = 32  # vLLM-Omni's own JSON bound for masks is 64; 490 levels end its engine (a deep copy)
+MIN_SIDE = 16  # a picture's side: under it the latent grid (16 pixels a cell) is empty and generation fails (a 500)
 MAX_REFERENCE_PIXELS = 8192 * 8192  # an uploaded picture, or a video's frame: a 50 MP photo passes, a PNG bomb not
 MOOV_BYTES = 16 * MIB  # an MP4's index, read to count a control video's frames
 POLL_FRESH_S = 1.0  # how old the server's job list may be when a job's place in the queue is told
@@ -90,6 +91,13 @@ FLOW_SHIFT = (0.0, 50.0)  # over 0 (0 and below give NaN sigmas), at most 50 (NV
 SEED = (0, 2**63 - 1)  # helpers.settings: 0 to 2**63 - 1
 CONTROL_WEIGHT = (0.0, 10.0)  # a transfer hint's weight: non-negative (vLLM-Omni), at most 10 (NVIDIA: 1)
 LORA_SCALE = (-4.0, 4.0)
+# vLLM-Omni 0.30.0's sampler (FlowUniPC) truncates each step's shifted noise level to a whole timestep; when the first
+# two are the same, it starts a step late and fails on the last (`assert self.this_order > 0`, a 500). That happens
+# with a large flow shift at many steps (at 50 steps from 21.5, at 35 from 30.5) or a tiny one. SIGMA_MAX is the
+# scheduler's first noise level for 1,000 training timesteps (0.999 in float32).
+SIGMA_MAX, TRAIN_TIMESTEPS = 0.9990000128746033, 1000
+DEFAULT_FLOW_SHIFT = {"video": 10.0, "transfer": 10.0, "action": 5.0, "image": 3.0}
+DEFAULT_ACTION_STEPS = 30
 MAX_SEQUENCE_LENGTH = 4096  # the pipeline's default prompt length in tokens; more only costs (60,000: 5x the time)
 MAX_HINTS = 2  # the transfer notebook's most (edge and depth); each adds a transformer pass a step
 MAX_ACTION_WIDTH = 64  # Cosmos 3's action_dim (the widest embodiment the notebooks send is 57)
@@ -424,6 +432,20 @@ def json_depth(text: str) -> int:
     return deepest
 
 
+def check_text(param: str, text: Any) -> None:
+    """A prompt is text, but Cosmos 3's pipeline reads one that is JSON (a structured caption) with `json.loads`,
+    which a deeply nested one ends (a 500): no caption nests more than a few levels."""
+    if isinstance(text, str) and json_depth(text) > MAX_JSON_DEPTH:
+        raise Refusal(
+            400,
+            param,
+            f"{param} nests brackets more than {MAX_JSON_DEPTH} levels deep: a structured caption nests a few "
+            "(the server reads it as JSON, and a deeper one fails the generation).",
+            allowed=(0, MAX_JSON_DEPTH),
+            value=f"<text nested {json_depth(text)} levels>",
+        )
+
+
 def read_json(param: str, text: str) -> Any:
     """A form field's or body's JSON, read as vLLM-Omni reads it (`json.loads`), or UNREADABLE where vLLM-Omni
     refuses it itself (`Invalid JSON`). Refused here: nesting deeper than 32 levels, a key twice in an object, and
@@ -472,6 +494,40 @@ def _non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
     return None
 
 
+# --- The sampler's schedule ------------------------------------------------------------------------------------
+
+
+def schedule_fails(steps: int, shift: float) -> bool:
+    """Whether FlowUniPC's first two timesteps are the same at `steps` steps and this flow shift (its numbers, in
+    the same float64 arithmetic as NumPy's `linspace`)."""
+    if steps < 2:
+        return False
+
+    def timestep(sigma: float) -> int:
+        return int(shift * sigma / (1 + (shift - 1) * sigma) * TRAIN_TIMESTEPS)
+
+    return timestep(SIGMA_MAX) == timestep((0.0 - SIGMA_MAX) / steps + SIGMA_MAX)
+
+
+def check_schedule(param: str, steps: int, shift: float) -> None:
+    if not schedule_fails(steps, shift):
+        return
+    low, high = 1.0, FLOW_SHIFT[1]
+    for _ in range(60):  # the largest flow shift that works at this many steps (they fail above it)
+        middle = (low + high) / 2
+        low, high = (middle, high) if not schedule_fails(steps, middle) else (low, middle)
+    top = math.floor(low * 10) / 10
+    raise Refusal(
+        400,
+        param,
+        f"{param}={shift:g} with {steps} steps gives vLLM-Omni's sampler the same first timestep twice, which fails "
+        f"the generation: at {steps} steps give a flow shift from 0.1 to {top:g} (NVIDIA uses 3 to 10), or fewer "
+        "steps.",
+        allowed=(0.1, top),
+        value=shift,
+    )
+
+
 # --- Sizes --------------------------------------------------------------------------------------------------------
 
 
@@ -491,7 +547,21 @@ def parse_size(param: str, text: str) -> tuple[int, int] | None:
             f"{param}={text!r} is not a size: give WIDTHxHEIGHT with two positive whole numbers, e.g. 832x480 "
             "(in the cookbook's notebooks, TIER and ASPECT_RATIO set it).",
         )
+    check_sides(param, text, int(found[1]), int(found[2]))
     return int(found[1]), int(found[2])
+
+
+def check_sides(param: str, shown: Any, width: int, height: int) -> None:
+    """A picture under 16 pixels a side has no latent cell: vLLM-Omni 0.30.0 fails its generation (a 500)."""
+    if 1 <= min(width, height) < MIN_SIDE:
+        raise Refusal(
+            400,
+            param,
+            f"{param}={shown} is a picture of {width}x{height}: give each side at least {MIN_SIDE} pixels (the model "
+            f"works on cells of {MIN_SIDE}; a smaller side has none).",
+            allowed=(MIN_SIDE, None),
+            value=f"{width}x{height}",
+        )
 
 
 def parse_image_size(text: Any) -> tuple[int, int] | None:
@@ -508,7 +578,10 @@ def parse_image_size(text: Any) -> tuple[int, int] | None:
         width, height = int(parts[0]), int(parts[1])
     except ValueError:
         return None
-    return (width, height) if width > 0 and height > 0 else None
+    if width <= 0 or height <= 0:
+        return None
+    check_sides("size", repr(text), width, height)
+    return width, height
 
 
 # --- Uploads ------------------------------------------------------------------------------------------------------
@@ -959,6 +1032,8 @@ def check_field(limits: Limits, name: str, value: str) -> None:
             raise _over(name, value, "max_sound_s", limits.max_sound_s, f"{number:g} s of sound", "sound")
     elif name == "size" and (size := parse_size("size", value)) is not None and size[0] * size[1] > limits.max_pixels:
         raise _over("size", value, "max_pixels", limits.max_pixels, f"{size[0] * size[1]:,} pixels a frame", "size")
+    elif name in ("prompt", "negative_prompt", "aspect_ratio"):
+        check_text(name, value)
     elif name == "frame_interpolation_model_path" and value:
         raise _wrong(
             name,
@@ -1065,6 +1140,7 @@ def check_request(
                 "server would make 1280x720 instead), or size.",
             )
         if isinstance(width, int) and isinstance(height, int) and width >= 1 and height >= 1:
+            check_sides("width", f"{fields['width']} (with height={fields['height']})", width, height)
             explicit = (width, height)
         work.size_text = f"width={fields['width']}, height={fields['height']}"
     candidates: list[tuple[int, str]] = []
@@ -1118,11 +1194,16 @@ def check_request(
             "num_frames",
         )
     steps = numbers["num_inference_steps"]
-    steps = steps if isinstance(steps, int) else DEFAULT_VIDEO_STEPS
+    steps = steps if isinstance(steps, int) else DEFAULT_ACTION_STEPS if mode == "action" else DEFAULT_VIDEO_STEPS
     if steps > limits.max_steps:
         raise _over(
             "num_inference_steps", steps, "max_steps", limits.max_steps, f"{steps} steps", "num_inference_steps"
         )
+    shift, shift_param = DEFAULT_FLOW_SHIFT[mode], "flow_shift"  # extra_params' flow shift wins over the form's
+    for name, value in (("flow_shift", numbers["flow_shift"]), ("extra_params.flow_shift", extra.get("flow_shift"))):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            shift, shift_param = float(value), name
+    check_schedule(shift_param, steps, shift)
     _check_sound(limits, fields, extra, work, capabilities)
     _check_uploads(limits, files, fields, work)
 
@@ -1134,6 +1215,8 @@ def _check_image(limits: Limits, fields: dict[str, Any], adapters: str | None) -
             400, bad[0].lstrip("."), f"{bad[0].lstrip('.')}={bad[1]} is not a finite number.", value=str(bad[1])
         )
     numbers = {name: read_number(name, fields.get(name), spec) for name, spec in IMAGE_NUMBERS.items()}
+    for name in ("prompt", "negative_prompt", "system_prompt"):
+        check_text(name, fields.get(name))
     size, size_text = DEFAULT_IMAGE_SIZE, f"{DEFAULT_IMAGE_SIZE[0]}x{DEFAULT_IMAGE_SIZE[1]} (the server's default)"
     if fields.get("size") is not None:
         size, size_text = parse_image_size(fields["size"]), str(fields["size"])
@@ -1171,6 +1254,12 @@ def _check_image(limits: Limits, fields: dict[str, Any], adapters: str | None) -
         raise _over(
             "num_inference_steps", steps, "max_steps", limits.max_steps, f"{steps} steps", "num_inference_steps"
         )
+    shift, shift_param = DEFAULT_FLOW_SHIFT["image"], "flow_shift"  # here the top-level flow shift wins
+    extra_shift = extra.get("flow_shift") if isinstance(extra, dict) else None
+    for name, value in (("extra_params.flow_shift", extra_shift), ("flow_shift", numbers["flow_shift"])):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            shift, shift_param = float(value), name
+    check_schedule(shift_param, steps, shift)
 
 
 def _check_reference(name: str, value: Any) -> None:
@@ -1242,7 +1331,10 @@ EXTRA_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "generate_sound": (_is_bool, "true or false"),
     "sound_gen": (_is_bool, "true or false"),
     "emphasize_control_in_prompt": (_is_bool, "true or false"),
-    "system_prompt": (lambda v: isinstance(v, str), "text"),
+    "system_prompt": (
+        lambda v: isinstance(v, str) and json_depth(v) <= MAX_JSON_DEPTH,
+        "text (nesting no brackets more than 32 deep)",
+    ),
     "view_point": (
         lambda v: isinstance(v, str) and len(v) <= 100,
         "a short text (NVIDIA's form; not read by vLLM-Omni 0.30.0)",
@@ -1586,8 +1678,13 @@ def _check_uploads(limits: Limits, files: dict[str, Upload], fields: dict[str, s
     control = files.get("control_reference")
     control_type = (fields.get("control_type") or "").strip()
     suffix = os.path.splitext(control.filename)[1].lower() if control else ""
-    if control is None or not control_type or control.content_type.lower().startswith("audio/"):
-        return  # vLLM-Omni refuses these itself
+    if (
+        control is None
+        or control.size == 0
+        or control_type.lower() not in TRANSFER_HINTS
+        or control.content_type.lower().startswith("audio/")
+    ):
+        return  # vLLM-Omni refuses these itself (no type, an unknown type, an empty file, a sound)
     if suffix and suffix not in (
         ".bmp",
         ".gif",

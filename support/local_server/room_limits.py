@@ -31,6 +31,7 @@ launcher sets from `--api-key`): a request without a valid key is left to vLLM, 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import glob
@@ -1099,7 +1100,9 @@ def check_request(
     extra = parsed.get("extra_params")
     extra = extra if isinstance(extra, dict) else {}  # another type is vLLM-Omni's to refuse ("expected dict")
     for name in ("image_reference", "video_reference", "audio_reference"):
-        _check_reference(name, parsed.get(name))
+        reference = _check_reference(name, parsed.get(name))
+        if reference is not None:
+            _check_uploads(limits, {name: reference}, {}, _Work())
     if "lora" in parsed:
         _check_lora(parsed["lora"], adapters)
 
@@ -1262,10 +1265,18 @@ def _check_image(limits: Limits, fields: dict[str, Any], adapters: str | None) -
     check_schedule(shift_param, steps, shift)
 
 
-def _check_reference(name: str, value: Any) -> None:
+def _check_reference(name: str, value: Any) -> Upload | None:
     """A URL the server would fetch (a request from inside the room's network) is refused: send the picture or
-    clip as a file, or as a `data:` URL. Anything else that is no URL vLLM-Omni refuses itself."""
+    clip as a file, or as a `data:` URL, which is returned as an upload to measure. Anything else that is no URL
+    vLLM-Omni refuses itself."""
+    found = None
     for text in _strings(value):
+        if text.startswith("data:") and "," in text:
+            head, _, data = text.partition(",")
+            with contextlib.suppress(ValueError):
+                payload = base64.b64decode(data) if head.endswith(";base64") else data.encode("latin-1")
+                found = Upload(name, "", head[5:].split(";")[0])
+                found.take(payload)
         if text.strip().lower().startswith(("http:", "https:", "ftp:", "//")):
             raise _wrong(
                 name,
@@ -1273,6 +1284,7 @@ def _check_reference(name: str, value: Any) -> None:
                 "asks the server to fetch a URL: a shared server fetches nothing for a "
                 "participant. Upload the file as input_reference, or send it as a data: URL.",
             )
+    return found
 
 
 def _strings(value: Any) -> list[str]:
@@ -1916,25 +1928,27 @@ class RoomLimits:
         ours: list[Refusal],
     ) -> None:
         """A synchronous generation, answered with a 504 naming `max_run_s` once it has run that long (counted from
-        when it came to the head of the queue: the time it waits behind others is not its own)."""
+        when it came to the head of the queue: the time it waits behind others is not its own). The engine cannot be
+        stopped mid-generation, so the request keeps its place in the queue until vLLM-Omni is done with it: the next
+        generation's clock starts when the engine is free, not when this participant was answered."""
         assert self.limits is not None
         task = asyncio.ensure_future(self.app(scope, inspected, watched))
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=WATCH_S)
-            if done:
-                return task.result()
-            entry = self._queue.get(ticket)
-            if entry is None or entry.started is None or status:
-                continue
-            ran = time.monotonic() - entry.started
-            if ran > self.limits.max_run_s:
-                refusal = _timed_out(self.limits.max_run_s, ran)
-                ours.append(refusal)
-                task.cancel()  # vLLM-Omni aborts the request; a step in progress runs on to its end
-                with contextlib.suppress(BaseException):
-                    await task
-                self._drop(ticket)
-                return await _answer(send, refusal)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=WATCH_S)
+                if done:
+                    return task.result()
+                entry = self._queue.get(ticket)
+                if ours or entry is None or entry.started is None or status:
+                    continue
+                ran = time.monotonic() - entry.started
+                if ran > self.limits.max_run_s:
+                    refusal = _timed_out(self.limits.max_run_s, ran)
+                    ours.append(refusal)  # vLLM-Omni's answer, when it comes, goes nowhere
+                    await _answer(send, refusal)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
 
     def _advance(self) -> None:
         """The generation at the head of the queue is running: its clock starts."""

@@ -812,6 +812,38 @@ def test_an_image_request_is_read_as_fastapi_reads_it(body, param, words) -> Non
     assert status == 400 and error["param"] == param and words in error["message"], answer
 
 
+def test_the_routes_the_room_does_not_measure_are_closed() -> None:
+    """vLLM-Omni also makes images through chat completions and image edits, and sleeps on request: none of that is
+    measured by the room limits, so a room server answers it 403. Reading (GET) is left alone."""
+    inner = StandIn()
+    room = RoomLimits(inner, CPU, [KEY])
+    for method, path in (
+        ("POST", "/v1/chat/completions"),
+        ("POST", "/v1/images/edits"),
+        ("POST", "/invocations"),
+        ("POST", "/v1/omni/sleep"),
+        ("PUT", "/v1/videos"),
+        ("DELETE", "/v1/videos"),
+    ):
+        status, _, answer, _ = call(room, method, path)
+        error = json.loads(answer)["error"]
+        assert status == 403 and f"{method} {path} is not open on this room server" in error["message"], answer
+    assert inner.chunks == [] and call(room, "GET", "/v1/models")[0] == 200
+    closed: list[dict] = []
+
+    async def websocket() -> None:
+        async def receive() -> dict:
+            return {"type": "websocket.connect"}
+
+        async def send(message: dict) -> None:
+            closed.append(message)
+
+        await room({"type": "websocket", "path": "/v1/realtime", "headers": []}, receive, send)
+
+    asyncio.run(websocket())
+    assert closed == [{"type": "websocket.close", "code": 1008, "reason": "not open on a room server"}]
+
+
 def test_a_generation_that_runs_past_max_run_s_is_answered_with_a_504_naming_it(monkeypatch) -> None:
     """A synchronous one at once, its handler cancelled; a job at its next poll, deleted through vLLM-Omni's own
     DELETE. Time spent waiting behind others is not counted."""
@@ -941,6 +973,10 @@ def sweep_table() -> list[tuple[str, str, dict[str, Any]]]:
                 {"data": {**SWEEP_BASE, "control_type": "edge"}, "files": files},
             )
         )
+    # The routes vLLM-Omni also generates through, which the room does not measure: closed.
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "a red cube"}], "num_inference_steps": 200}
+    for route in ("/v1/chat/completions", "/v1/images/edits", "/invocations", "/v1/omni/sleep", "/v1/audio/generate"):
+        table.append((route, f"POST {route}", {"json": chat}))
     # The sampler's edge, each side of it: 21.4 runs, 21.5 would fail the generation (a 500 without the room).
     for shift in ("21.4", "21.5"):
         table.append(

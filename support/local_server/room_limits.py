@@ -185,8 +185,8 @@ class Limits:
 # 24 fps, 3.9 s). Files up to 100 MiB. Four generations per participant: the audiovisual notebook's "Several clients
 # at once" sends four. The time a generation may run: on a GPU an hour, about 1.7 times the largest admitted request
 # (a two-control transfer at 720p, 197 frames and 50 steps, about 2,150 s with Nano on one H200, extrapolated from
-# docs/performance.md section 19); on a CPU 10 minutes, several times the largest admitted request at `tiny` on two
-# shared cores (docs/performance.md section 23).
+# docs/performance.md section 19); on a CPU 10 minutes, about 10 times the slowest admitted request at `tiny` on two
+# shared cores (62 s, a two-control transfer at 720p: support/benchmarks/room_limits.py --slowest).
 DEFAULTS: dict[str, Limits] = {
     "gpu": Limits(1024 * 1024, 397, 1280 * 720 * 197, 50, 100, 4, 17, 3600),
     "cpu": Limits(1024 * 1024, 100, 1280 * 720 * 9, 50, 100, 4, 4, 600),
@@ -218,7 +218,7 @@ class Refusal(Exception):
     ):
         super().__init__(message)
         self.status, self.param = status, param
-        reason = {400: "Bad Request", 429: "Too Many Requests", 504: "Gateway Timeout"}[status]
+        reason = {400: "Bad Request", 403: "Forbidden", 429: "Too Many Requests", 504: "Gateway Timeout"}[status]
         self.body: dict[str, Any] = {"error": {"message": message, "type": reason, "param": param, "code": status}}
         if limit is not None:
             self.body["room_limit"] = {"name": limit[0], "limit": limit[1], "value": value}
@@ -1768,9 +1768,19 @@ class RoomLimits:
         self._capabilities: dict[str, Any] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.limits is None or scope["type"] != "http" or not self._keyed(scope):
+        if self.limits is None or scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        path = scope["path"].removeprefix(scope.get("root_path", ""))
+        if scope["type"] == "websocket":  # vLLM-Omni's streaming routes: none of the room's, none measured
+            await receive()
+            return await send({"type": "websocket.close", "code": 1008, "reason": "not open on a room server"})
+        method = scope["method"]
+        if method not in ("GET", "HEAD", "OPTIONS") and not (
+            (method == "POST" and path in (*VIDEO_ROUTES, IMAGE_ROUTE)) or (method == "DELETE" and JOB.match(path))
+        ):
+            return await _answer(send, _closed(method, path))
+        if not self._keyed(scope):
             return await self.app(scope, receive, send)  # vLLM's own authentication answers an unkeyed request
-        method, path = scope["method"], scope["path"].removeprefix(scope.get("root_path", ""))
         if method == "POST" and path in (*VIDEO_ROUTES, IMAGE_ROUTE):
             return await self._generation(scope, receive, send, path)
         job = JOB.match(path)
@@ -2082,6 +2092,18 @@ def checkpoint_capabilities(root: str | None) -> dict[str, Any]:
                 "action": bool(config.get("action_gen")),
             }
     return {}
+
+
+def _closed(method: str, path: str) -> Refusal:
+    """vLLM-Omni serves more than the room's routes: chat completions that make images, image edits, sleep and wake,
+    SageMaker's `/invocations`. None is measured by the room limits, so none is open on a room server."""
+    return Refusal(
+        403,
+        "route",
+        f"{method} {path} is not open on this room server: it serves generations at POST /v1/videos, /v1/videos/sync "
+        "and /v1/images/generations, and a job's GET and DELETE. The person running the server can turn the room "
+        "limits off (`serve_vllm_omni.sh --room-limits off`).",
+    )
 
 
 def _timed_out(limit: int, ran: float) -> Refusal:

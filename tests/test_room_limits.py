@@ -9,7 +9,10 @@ session's real server, which the launcher starts with the limits on, over real H
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
 import functools
+import io
 import itertools
 import json
 import math
@@ -18,7 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import av
 import httpx
+import numpy as np
 import papermill
 import pydantic
 import pytest
@@ -197,6 +202,7 @@ def test_the_defaults_admit_every_offered_preset_and_tier_and_little_beyond() ->
         ),
         ("/v1/videos", {"size": "1280x720", "num_frames": "17"}, "num_frames", "(max_pixel_frames)"),
         ("/v1/videos", {"seconds": "8"}, "seconds", "seconds=8 asks for 192 frames"),  # 24 fps, at the default size
+        ("/v1/videos", {"seconds": "9", "num_frames": ""}, "seconds", "216 frames"),  # an empty field is no field
         (
             "/v1/videos",
             {"size": "320x192", "num_frames": "9", "num_inference_steps": "100"},
@@ -465,7 +471,7 @@ def test_uploads_are_measured_by_their_headers_before_the_server_decodes_them() 
     assert upload("c", mp4(9), "c.mp4", "video/mp4").kind() == "video"
     bomb = bytearray(png())
     bomb[16:24] = (20000).to_bytes(4, "big") * 2  # the header of a 20000x20000 picture
-    jpeg = Image.new("RGB", (48, 32)).save(buffer := __import__("io").BytesIO(), format="JPEG") or buffer.getvalue()
+    jpeg = Image.new("RGB", (48, 32)).save(buffer := io.BytesIO(), format="JPEG") or buffer.getvalue()
     assert upload("i", bytes(bomb), "a.png", "image/png").picture() == (20000, 20000)
     assert upload("i", jpeg, "a.jpg", "image/jpeg").picture() == (48, 32)
     with pytest.raises(Refusal, match="20000x20000"):
@@ -479,14 +485,41 @@ def test_uploads_are_measured_by_their_headers_before_the_server_decodes_them() 
     long_control = upload("control_reference", mp4(CPU.max_frames + 1), "edge.mp4", "video/mp4")
     with pytest.raises(Refusal, match="decoding 101 frames"):
         check_request(CPU, "/v1/videos", form, {"control_reference": long_control})
+    fragmented = io.BytesIO()  # an MP4 whose frames are in fragments after an empty index: not counted, refused
+    with av.open(fragmented, mode="w", format="mp4", options={"movflags": "frag_keyframe+empty_moov"}) as container:
+        stream = container.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 16, 16, "yuv420p"
+        for index in range(30):
+            frame = av.VideoFrame.from_ndarray(np.full((16, 16, 3), index, np.uint8), format="rgb24")
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    in_fragments = upload("control_reference", fragmented.getvalue(), "edge.mp4", "video/mp4")
+    assert in_fragments.kind() == "video" and in_fragments.frames() is None
+    with pytest.raises(Refusal, match="send it as an MP4 or MOV"):
+        check_request(CPU, "/v1/videos", form, {"control_reference": in_fragments})
     webm = upload("control_reference", b"\x1aE\xdf\xa3" + bytes(100), "edge.webm", "video/webm")
     with pytest.raises(Refusal, match="send it as an MP4 or MOV"):
         check_request(CPU, "/v1/videos", form, {"control_reference": webm})
-    url = "data:image/png;base64," + __import__("base64").b64encode(bytes(bomb)).decode()
+    url = "data:image/png;base64," + base64.b64encode(bytes(bomb)).decode()
     with pytest.raises(Refusal, match="image_reference is a picture of 20000x20000"):
         check_request(CPU, "/v1/videos", {"image_reference": json.dumps({"image_url": url})})
     text = upload("control_reference", b"text", "notes.txt", "text/plain")
     check_request(CPU, "/v1/videos", form, {"control_reference": text})  # vLLM-Omni's own 400 names its suffix
+
+
+def test_the_middleware_imports_only_the_standard_library_and_readme_lists_every_limit() -> None:
+    """It runs in any vLLM environment, NVIDIA's container included; README's room section names every limit."""
+    import ast
+    import sys
+
+    tree = ast.parse(Path(room_limits.__file__).read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported - {"__future__"} <= set(sys.stdlib_module_names), imported
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    workshops = readme[readme.index("## Workshops") : readme.index("## Performance")]
+    for name in (f.name for f in dataclasses.fields(Limits)):
+        assert f"`{name}`" in workshops, name
 
 
 def test_limits_are_one_setting_that_a_flag_changes_or_turns_off() -> None:
@@ -814,7 +847,8 @@ def test_an_image_request_is_read_as_fastapi_reads_it(body, param, words) -> Non
 
 def test_the_routes_the_room_does_not_measure_are_closed() -> None:
     """vLLM-Omni also makes images through chat completions and image edits, and sleeps on request: none of that is
-    measured by the room limits, so a room server answers it 403. Reading (GET) is left alone."""
+    measured by the room limits, so a room server answers it 404 (as for a route that does not exist). Reading (GET)
+    is left alone."""
     inner = StandIn()
     room = RoomLimits(inner, CPU, [KEY])
     for method, path in (
@@ -827,7 +861,7 @@ def test_the_routes_the_room_does_not_measure_are_closed() -> None:
     ):
         status, _, answer, _ = call(room, method, path)
         error = json.loads(answer)["error"]
-        assert status == 403 and f"{method} {path} is not open on this room server" in error["message"], answer
+        assert status == 404 and f"{method} {path} is not open on this room server" in error["message"], answer
     assert inner.chunks == [] and call(room, "GET", "/v1/models")[0] == 200
     closed: list[dict] = []
 

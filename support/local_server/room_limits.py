@@ -218,7 +218,7 @@ class Refusal(Exception):
     ):
         super().__init__(message)
         self.status, self.param = status, param
-        reason = {400: "Bad Request", 403: "Forbidden", 429: "Too Many Requests", 504: "Gateway Timeout"}[status]
+        reason = {400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 504: "Gateway Timeout"}[status]
         self.body: dict[str, Any] = {"error": {"message": message, "type": reason, "param": param, "code": status}}
         if limit is not None:
             self.body["room_limit"] = {"name": limit[0], "limit": limit[1], "value": value}
@@ -740,23 +740,31 @@ def _children(data: bytes) -> list[tuple[bytes, bytes]]:
 
 
 def _mp4_video_track(moov: bytes) -> tuple[int, tuple[int, int]] | None:
-    """The frames and picture of an MP4's first video track: `stsz`'s sample count, `tkhd`'s width and height."""
-    for kind, trak in _children(moov):
+    """The frames and picture of an MP4's video tracks (the most frames, the largest picture): `stsz`'s sample count,
+    `tkhd`'s width and height. None where they cannot be counted: a fragmented MP4 (`mvex`, its samples in `moof`
+    boxes), or a track without a sample count."""
+    boxes = _children(moov)
+    if any(kind == b"mvex" for kind, _ in boxes):
+        return None
+    found: list[tuple[int, tuple[int, int]]] = []
+    for kind, trak in boxes:
         if kind != b"trak":
             continue
-        boxes = dict(_children(trak))
-        mdia = dict(_children(boxes.get(b"mdia", b"")))
+        parts = dict(_children(trak))
+        mdia = dict(_children(parts.get(b"mdia", b"")))
         if mdia.get(b"hdlr", b"")[8:12] != b"vide":
             continue
-        tkhd = boxes.get(b"tkhd", b"")
+        tkhd = parts.get(b"tkhd", b"")
         width, height = struct.unpack(">II", tkhd[-8:]) if len(tkhd) >= 84 else (0, 0)
         stbl = dict(_children(dict(_children(mdia.get(b"minf", b""))).get(b"stbl", b"")))
         stsz = stbl.get(b"stsz", b"")
-        frames = struct.unpack(">I", stsz[8:12])[0] if len(stsz) >= 12 else None
-        if frames is None:
+        frames = struct.unpack(">I", stsz[8:12])[0] if len(stsz) >= 12 else 0
+        if frames == 0:
             return None
-        return frames, (width >> 16, height >> 16)
-    return None
+        found.append((frames, (width >> 16, height >> 16)))
+    if not found:
+        return None
+    return max(f for f, _ in found), max((p for _, p in found), key=lambda p: p[0] * p[1])
 
 
 # --- Parsing the request as vLLM-Omni will -----------------------------------------------------------------------
@@ -1171,7 +1179,7 @@ def check_request(
     num_frames = numbers["num_frames"]
     if isinstance(num_frames, int):
         work.frames, work.frames_param, work.frames_value = max(num_frames, 1), "num_frames", fields["num_frames"]
-    elif "seconds" in fields and "num_frames" not in fields and re.fullmatch(r"[1-9]\d*", fields["seconds"]):
+    elif num_frames is None and re.fullmatch(r"[1-9]\d*", fields.get("seconds", "")):  # `num_frames=""` is absent
         seconds = fields["seconds"]
         frames = int(float(seconds) * work.fps) if len(seconds) <= 12 else 10**12
         work.frames, work.frames_param, work.frames_value = max(frames, 1), "seconds", seconds
@@ -2098,7 +2106,7 @@ def _closed(method: str, path: str) -> Refusal:
     """vLLM-Omni serves more than the room's routes: chat completions that make images, image edits, sleep and wake,
     SageMaker's `/invocations`. None is measured by the room limits, so none is open on a room server."""
     return Refusal(
-        403,
+        404,
         "route",
         f"{method} {path} is not open on this room server: it serves generations at POST /v1/videos, /v1/videos/sync "
         "and /v1/images/generations, and a job's GET and DELETE. The person running the server can turn the room "

@@ -95,8 +95,8 @@ def png(width: int = 32, height: int = 32) -> bytes:
 
 
 @functools.cache
-def mp4(frames: int, fps: float = 24) -> bytes:
-    return media.lossless_clip([Image.new("RGB", (16, 16), (i % 255, 90, 160)) for i in range(frames)], fps)
+def mp4(frames: int, fps: float = 24, side: int = 16) -> bytes:
+    return media.lossless_clip([Image.new("RGB", (side, side), (i % 255, 90, 160)) for i in range(frames)], fps)
 
 
 def as_request(s: Any) -> tuple[dict[str, Any], dict[str, Upload]]:
@@ -503,6 +503,16 @@ def test_uploads_are_measured_by_their_headers_before_the_server_decodes_them() 
     url = "data:image/png;base64," + base64.b64encode(bytes(bomb)).decode()
     with pytest.raises(Refusal, match="image_reference is a picture of 20000x20000"):
         check_request(CPU, "/v1/videos", {"image_reference": json.dumps({"image_url": url})})
+    # A clip is decoded at its own size, as many frames as the request uses: a large one is refused.
+    small = CPU.with_overrides("max_pixel_frames=1300")
+    clip = {"input_reference": upload("input_reference", mp4(9, side=64), "clip.mp4", "video/mp4")}
+    assert clip["input_reference"].picture() == (64, 64)
+    with pytest.raises(Refusal, match="decoding 20,480 pixel-frames"):
+        check_request(small, "/v1/videos", {"size": "16x16", "num_frames": "5"}, clip)
+    check_request(small, "/v1/videos", {"size": "16x16", "num_frames": "2"}, clip)  # 2 frames of it
+    webm_clip = {"input_reference": upload("input_reference", b"\x1aE\xdf\xa3" + bytes(64), "c.webm", "video/webm")}
+    with pytest.raises(Refusal, match="a container this server does not measure"):
+        check_request(CPU, "/v1/videos", {"size": "64x64"}, webm_clip)
     text = upload("control_reference", b"text", "notes.txt", "text/plain")
     check_request(CPU, "/v1/videos", form, {"control_reference": text})  # vLLM-Omni's own 400 names its suffix
 

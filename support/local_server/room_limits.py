@@ -78,6 +78,7 @@ HEADER_BYTES = 16 * 1024  # a form part's headers
 MAX_JSON_DEPTH = 32  # vLLM-Omni's own JSON bound for masks is 64; 490 levels end its engine (a deep copy)
 MIN_SIDE = 16  # a picture's side: under it the latent grid (16 pixels a cell) is empty and generation fails (a 500)
 MAX_REFERENCE_PIXELS = 8192 * 8192  # an uploaded picture, or a video's frame: a 50 MP photo passes, a PNG bomb not
+REFERENCE_DECODE = 8  # an uploaded video's decoded pixel-frames, at most this many times `max_pixel_frames`
 MOOV_BYTES = 16 * MIB  # an MP4's index, read to count a control video's frames
 POLL_FRESH_S = 1.0  # how old the server's job list may be when a job's place in the queue is told
 WATCH_S = 1.0  # how often a running synchronous generation's time is looked at
@@ -1695,6 +1696,26 @@ def _check_uploads(limits: Limits, files: dict[str, Upload], fields: dict[str, s
                 allowed=(1, MAX_REFERENCE_PIXELS),
                 value=picture[0] * picture[1],
             )
+        if name == "input_reference" and upload.kind() == "other-video":
+            raise _wrong(
+                name,
+                f"<file {upload.filename}>",
+                "is a video in a container this server does not measure (the server would decode it at its own "
+                "size): send it as an MP4 or MOV.",
+            )
+        frames = upload.frames()
+        if picture and frames:
+            decoded = picture[0] * picture[1] * min(frames, max(work.frames, 1))
+            if decoded > REFERENCE_DECODE * limits.max_pixel_frames:
+                raise _over(
+                    name,
+                    f"<a video of {frames} frames of {picture[0]}x{picture[1]}>",
+                    "max_pixel_frames",
+                    limits.max_pixel_frames,
+                    f"decoding {decoded:,} pixel-frames (the server decodes the frames it uses at "
+                    f"the clip's own size; {REFERENCE_DECODE} times the limit is taken)",
+                    "upload",
+                )
     control = files.get("control_reference")
     control_type = (fields.get("control_type") or "").strip()
     suffix = os.path.splitext(control.filename)[1].lower() if control else ""

@@ -332,6 +332,11 @@ def test_each_limit_is_refused_naming_the_field_the_limit_and_the_value(route, f
         (IMAGE_ROUTE, {"size": "axb"}),
         (IMAGE_ROUTE, {"size": "64x64", "n": 11}),
         (IMAGE_ROUTE, {"n": [1]}),
+        # A control_type without its upload: "control_type requires a control_reference upload."
+        (
+            "/v1/videos",
+            {"control_type": "edge", "num_frames": "5", "extra_params": '{"num_video_frames_per_chunk": 5}'},
+        ),
     ],
 )
 def test_what_vllm_omni_refuses_with_its_own_400_is_left_to_it(route, fields) -> None:

@@ -1193,7 +1193,8 @@ def check_request(
         _check_transfer(limits, fields, files, extra, hints, numbers, work)
     elif mode == "action":
         _check_action(fields, files, parsed, extra, numbers, capabilities)
-    _check_video_extras(extra, work)
+    half_a_control = (fields.get("control_type", "") != "") != ("control_reference" in files)
+    _check_video_extras(extra, work, half_a_control)
     if work.pixels * work.work_frames > limits.max_pixel_frames:
         chunks = f" in {work.work_frames} frames of transfer chunks" if work.work_frames != work.frames else ""
         raise _over(
@@ -1476,12 +1477,14 @@ def _check_hint(key: str, value: Any) -> None:
             raise _wrong(f"{param}.{name}", item, f"is not one of {', '.join(EDGE_PRESETS)}.")
 
 
-def _check_video_extras(extra: dict[str, Any], work: _Work) -> None:
+def _check_video_extras(extra: dict[str, Any], work: _Work, half_a_control: bool) -> None:
     for keys, mode, job in (
         (ACTION_KEYS, "action", "an action job (action_mode)"),
         (TRANSFER_KEYS, "transfer", "a transfer job (a control)"),
     ):
         for key in keys:
+            if mode == "transfer" and half_a_control:
+                continue  # a control_type without its upload, or the other way round: vLLM-Omni's own 400
             if key in extra and work.mode != mode:
                 raise _wrong(f"extra_params.{key}", extra[key], f"belongs to {job}: this request is not one.")
     indexes = extra.get("condition_frame_indexes_vision")

@@ -520,6 +520,7 @@ def test_uploads_are_measured_by_their_headers_before_the_server_decodes_them() 
         check_request(CPU, "/v1/videos", {"size": "64x64"}, webm_clip)
     text = upload("control_reference", b"text", "notes.txt", "text/plain")
     check_request(CPU, "/v1/videos", form, {"control_reference": text})  # vLLM-Omni's own 400 names its suffix
+    check_request(CPU, "/v1/videos", {"control_type": "edge"}, {"control_reference": text})  # first, as the notebook
 
 
 def test_the_middleware_imports_only_the_standard_library_and_readme_lists_every_limit() -> None:

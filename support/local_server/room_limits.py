@@ -1120,8 +1120,12 @@ def check_request(
     mode = "action" if "action_mode" in extra else "video"
     hints = [k for k in TRANSFER_HINTS if extra.get(k) is not None]
     control_type = (fields.get("control_type") or "").strip().lower()
-    if control_type and "control_reference" in files:
-        hints = sorted(set(hints) | {control_type}, key=lambda k: TRANSFER_HINTS.index(k) if k in TRANSFER_HINTS else 9)
+    if control_usable(fields, files):
+        hints = sorted(set(hints) | {control_type}, key=TRANSFER_HINTS.index)
+    # A control vLLM-Omni refuses itself (a type without its upload, a text file...): its 400 comes first.
+    refused_control = ("control_reference" in files or fields.get("control_type", "") != "") and not control_usable(
+        fields, files
+    )
     if hints:
         mode = "transfer" if mode == "video" else "both"
     work.mode = mode
@@ -1193,8 +1197,7 @@ def check_request(
         _check_transfer(limits, fields, files, extra, hints, numbers, work)
     elif mode == "action":
         _check_action(fields, files, parsed, extra, numbers, capabilities)
-    half_a_control = (fields.get("control_type", "") != "") != ("control_reference" in files)
-    _check_video_extras(extra, work, half_a_control)
+    _check_video_extras(extra, work, refused_control)
     if work.pixels * work.work_frames > limits.max_pixel_frames:
         chunks = f" in {work.work_frames} frames of transfer chunks" if work.work_frames != work.frames else ""
         raise _over(
@@ -1686,6 +1689,25 @@ def _check_sound(
         )
 
 
+CONTROL_SUFFIXES = (".bmp", ".gif", ".jpg", ".jpeg", ".png", ".tif", ".tiff", ".webp", ".mkv", ".mov", ".mp4", ".webm")
+
+
+def control_usable(fields: dict[str, str], files: dict[str, Upload]) -> bool:
+    """Whether vLLM-Omni takes the control upload as it came; where it does not (no type, an unknown type, an empty
+    file, a sound, a suffix that is no picture or video, a type without an upload), it answers its own 400 first."""
+    control = files.get("control_reference")
+    control_type = (fields.get("control_type") or "").strip().lower()
+    if control is None:
+        return False
+    suffix = os.path.splitext(control.filename)[1].lower()
+    return (
+        control.size > 0
+        and control_type in TRANSFER_HINTS
+        and not control.content_type.lower().startswith("audio/")
+        and (not suffix or suffix in CONTROL_SUFFIXES)
+    )
+
+
 def _check_uploads(limits: Limits, files: dict[str, Upload], fields: dict[str, str], work: _Work) -> None:
     for name, upload in files.items():
         picture = upload.picture()
@@ -1720,30 +1742,8 @@ def _check_uploads(limits: Limits, files: dict[str, Upload], fields: dict[str, s
                     "upload",
                 )
     control = files.get("control_reference")
-    control_type = (fields.get("control_type") or "").strip()
-    suffix = os.path.splitext(control.filename)[1].lower() if control else ""
-    if (
-        control is None
-        or control.size == 0
-        or control_type.lower() not in TRANSFER_HINTS
-        or control.content_type.lower().startswith("audio/")
-    ):
-        return  # vLLM-Omni refuses these itself (no type, an unknown type, an empty file, a sound)
-    if suffix and suffix not in (
-        ".bmp",
-        ".gif",
-        ".jpg",
-        ".jpeg",
-        ".png",
-        ".tif",
-        ".tiff",
-        ".webp",
-        ".mkv",
-        ".mov",
-        ".mp4",
-        ".webm",
-    ):
-        return  # vLLM-Omni: "control_reference must be an image or video file."
+    if control is None or not control_usable(fields, files):
+        return  # vLLM-Omni refuses it itself
     kind = control.kind()
     if kind == "image":
         return

@@ -14,10 +14,11 @@ nothing is buffered or rewritten.
 It also keeps the queue fair, and time bounded: each participant (an API key from one address) may have
 `max_queued` generations waiting or running; a job's `GET /v1/videos/{id}` answer carries its place in the queue
 (`X-Queue-Position`); and a generation that has run `max_run_s` seconds is answered with a 504 that names the
-limit (a synchronous request at once, a job when it is next polled, after the middleware cancels it through
-vLLM-Omni's own `DELETE`). vLLM-Omni 0.30.0 cannot stop a Cosmos 3 generation once its engine has started it
-(the pipeline does not opt in to cooperative cancellation), so the limits on the fields are what keep every admitted
-generation within that time; the 504 is the participant's answer if one still runs long.
+limit (a synchronous request at once, a job when it is next polled). vLLM-Omni 0.30.0 cannot stop a Cosmos 3
+generation once its engine has started it (the pipeline does not opt in to cooperative cancellation, and `DELETE`
+only forgets a job), so the generation keeps its place in the queue until the engine is done with it (a job is then
+deleted), and the limits on the fields are what keep every admitted generation within that time; the 504 is the
+participant's answer if one still runs long.
 
     PYTHONPATH=support vllm serve MODEL --omni --middleware local_server.room_limits.RoomLimits
 
@@ -1796,7 +1797,8 @@ class RoomLimits:
         self._queue: dict[int, Entry] = {}  # in arrival order
         self._tickets = 0
         self._listed_at = 0.0
-        self._timed_out: dict[str, bytes] = {}  # jobs cancelled for running past max_run_s: the answer to a poll
+        self._timed_out: dict[str, bytes] = {}  # jobs that ran past max_run_s: the answer to every poll
+        self._deleted: set[str] = set()  # of those, the ones the server has ended and the room has deleted
         self._capabilities: dict[str, Any] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -1981,6 +1983,9 @@ class RoomLimits:
                 if done:
                     return task.result()
                 entry = self._queue.get(ticket)
+                if entry is not None and entry.started is None:
+                    with contextlib.suppress(Exception):  # jobs ahead that ended unpolled: this clock starts then
+                        await self._refresh(scope)
                 if ours or entry is None or entry.started is None or status:
                     continue
                 ran = time.monotonic() - entry.started
@@ -2015,18 +2020,21 @@ class RoomLimits:
 
     async def _job(self, scope: Scope, receive: Receive, send: Send, job: str) -> None:
         """A job's status (`GET`) gets its place in the queue while it waits or runs; a job the server reports ended,
-        or one cancelled (`DELETE`), leaves the queue. A job that has run past `max_run_s` is cancelled and answered
-        with a 504 naming the limit. The answer (a small JSON) is held until whole to read it."""
+        or one cancelled (`DELETE`), leaves the queue. A job that has run past `max_run_s` is answered with a 504
+        naming the limit, at this poll and every later one. The answer (a small JSON) is held until whole to read it."""
         assert self.limits is not None
         if scope["method"] == "GET":
-            if job in self._timed_out:
-                return await _raw_answer(send, 504, self._timed_out[job])
             await self._refresh(scope)
+            if job in self._timed_out:
+                if not any(e.job == job for e in self._queue.values()) and job not in self._deleted:
+                    self._deleted.add(job)  # the engine is done with it: its video goes, as the participant was told
+                    await _call(self.app, scope, "DELETE", f"/v1/videos/{job}", b"")
+                return await _raw_answer(send, 504, self._timed_out[job])
             entry = next((e for e in self._queue.values() if e.job == job), None)
             if entry is not None and entry.started is not None:
                 ran = time.monotonic() - entry.started
                 if ran > self.limits.max_run_s:
-                    return await self._cancel(scope, send, job, ran)
+                    return await self._time_out(scope, send, job, ran)
         start: dict[str, Any] = {}
         chunks: list[bytes] = []
 
@@ -2052,9 +2060,11 @@ class RoomLimits:
 
         await self.app(scope, receive, placed)
 
-    async def _cancel(self, scope: Scope, send: Send, job: str, ran: float) -> None:
-        """A job that ran past `max_run_s`: its record, marked failed with the room's 504, answers every later poll;
-        vLLM-Omni's own `DELETE` takes it out of the server's queue."""
+    async def _time_out(self, scope: Scope, send: Send, job: str, ran: float) -> None:
+        """A job that ran past `max_run_s`: its record, marked failed with the room's 504, answers every later poll.
+        vLLM-Omni cannot stop a running generation (its `DELETE` only forgets the job), so the job keeps its place in
+        the queue until the server lists it as ended, and is deleted then: the next generation's clock starts when
+        the engine is free."""
         assert self.limits is not None
         refusal = _timed_out(self.limits.max_run_s, ran)
         _, record = await _call(self.app, scope, "GET", f"/v1/videos/{job}", b"")
@@ -2065,9 +2075,7 @@ class RoomLimits:
         answer = answer if isinstance(answer, dict) else {"id": job}
         answer.update(status="failed", error={"code": 504, "message": refusal.body["error"]["message"]})
         answer["room_limit"] = refusal.body["room_limit"]
-        await _call(self.app, scope, "DELETE", f"/v1/videos/{job}", b"")
         self._timed_out[job] = json.dumps(answer).encode()
-        self._forget(job)
         await _raw_answer(send, 504, self._timed_out[job])
 
     async def _refresh(self, scope: Scope) -> None:
@@ -2142,10 +2150,10 @@ def _timed_out(limit: int, ran: float) -> Refusal:
     return Refusal(
         504,
         "max_run_s",
-        f"This generation ran {ran:.0f} s, past this server's room limit of {limit:,} s a generation (max_run_s), and "
-        "was cancelled so that the room's queue moves on. Ask for less (fewer frames or steps, a smaller size), or try "
-        "again when the server is less busy. The person running the server sets the limits "
-        "(`serve_vllm_omni.sh --room-limits`).",
+        f"This generation has run {ran:.0f} s, past this server's room limit of {limit:,} s a generation "
+        "(max_run_s): the room answers it with this error and keeps no result (the server cannot stop a generation "
+        "it has started, and finishes it). Ask for less (fewer frames or steps, a smaller size), or try again when "
+        "the server is less busy. The person running the server sets the limits (`serve_vllm_omni.sh --room-limits`).",
         limit=("max_run_s", limit),
         value=round(ran, 1),
     )

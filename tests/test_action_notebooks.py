@@ -57,7 +57,9 @@ def test_vllm_notebook_against_the_real_server_writes_the_same_files(action_vllm
     check_action_run(notebooks.run_folder_from(action_vllm_run), "smoke", 0, ROLLOUT_CHUNKS)
     output = printed(action_vllm_run)
     assert "HTTP 400: Part exceeded maximum size of 1024KB." in output  # the 20,000-step action field
-    assert "HTTP 500: Unknown Cosmos3 action domain_name='tank'" in output  # the job failed; act raised its error
+    # The room limits refuse the unknown embodiment at once (vLLM-Omni alone would fail the job with a 500); `act`
+    # raises the answer's message.
+    assert "HTTP 400: " in output and "domain_name='tank' is not an embodiment vLLM-Omni 0.30.0 knows" in output
     assert "left http://127.0.0.1:" in output and "local server stopped" not in output  # the session's servers
 
 

@@ -31,7 +31,8 @@ pytestmark = pytest.mark.slow
 
 SMALL = {"size": "64x64", "num_frames": "5", "fps": "24", "num_inference_steps": "1", "guidance_scale": "1.0"}
 SMALL_IMAGE = {"size": "64x64", "num_inference_steps": 1, "guidance_scale": 1.0, "seed": 3}
-# The form accepts any negative_metadata_mode; Cosmos 3's pipeline refuses this one once generation starts.
+# vLLM-Omni's form accepts any negative_metadata_mode and Cosmos 3's pipeline fails this one once generation starts
+# (a 500); the room limits refuse it first, naming the key.
 PIPELINE_ERROR = {"extra_params": json.dumps({"negative_metadata_mode": "sideways"})}
 
 
@@ -228,7 +229,8 @@ def test_sync_video_with_sound_has_a_stereo_aac_track(http: httpx.Client, tmp_pa
 def test_sound_duration_sets_the_length_of_the_aac_track(
     http: httpx.Client, tmp_path: Path, fields: dict[str, str], seconds: float
 ) -> None:
-    data = {"prompt": "rain", **SMALL, "generate_sound": "true", **fields}
+    # 17 frames at 24 fps (0.71 s): the room limits take no sound longer than its video.
+    data = {"prompt": "rain", **SMALL, "num_frames": "17", "generate_sound": "true", **fields}
     response = http.post("/v1/videos/sync", data=data)
     assert response.status_code == 200, response.text
     assert decoded(tmp_path, response.content).audio.duration_s == pytest.approx(seconds, abs=0.03)
@@ -310,11 +312,15 @@ def test_an_oversize_text_part_gets_starlettes_unwrapped_detail(http: httpx.Clie
     assert (response.status_code, response.json()) == (400, {"detail": "Part exceeded maximum size of 1024KB."})
 
 
-def test_a_pipeline_error_is_500_on_sync(http: httpx.Client) -> None:
-    response = http.post("/v1/videos/sync", data={"prompt": "x", **SMALL, **PIPELINE_ERROR})
-    assert_envelope(
-        response, 500, "Internal Server Error", None, "Video generation failed: Cosmos3 negative_metadata_mode must be"
-    )
+def test_a_value_the_pipeline_would_fail_is_the_room_limits_400_on_both_routes(http: httpx.Client) -> None:
+    """vLLM-Omni alone passes `extra_params` to the pipeline unchecked, which fails this one as the server's error
+    (500 `Video generation failed: Cosmos3 negative_metadata_mode must be ...`, a failed job with code 500); the room
+    limits refuse it first with a 400 that names the key."""
+    for route in ("/v1/videos/sync", "/v1/videos"):
+        response = http.post(route, data={"prompt": "x", **SMALL, **PIPELINE_ERROR})
+        assert_envelope(
+            response, 400, "Bad Request", "extra_params.negative_metadata_mode", "is not one of none, same, inverse"
+        )
 
 
 # --- asynchronous jobs -----------------------------------------------------------------------------------------
@@ -344,12 +350,22 @@ def test_job_lifecycle_create_poll_content_list_delete(http: httpx.Client, tmp_p
     assert_envelope(http.get(f"/v1/videos/{job['id']}/content"), 404, "Not Found", None, "Video not found")
 
 
-def test_a_failed_job_answers_with_its_error_code_and_content_is_422(http: httpx.Client) -> None:
-    job = http.post("/v1/videos", data={"prompt": "x", **SMALL, **PIPELINE_ERROR}).json()
+def mixed_references(png: bytes, mp4: bytes) -> dict[str, str]:
+    """An image and a video reference together: accepted as a job, which then fails with vLLM-Omni's own 400."""
+    return {
+        "image_reference": json.dumps({"image_url": f"data:image/png;base64,{base64.b64encode(png).decode()}"}),
+        "video_reference": json.dumps({"video_url": f"data:video/mp4;base64,{base64.b64encode(mp4).decode()}"}),
+    }
+
+
+def test_a_failed_job_answers_with_its_error_code_and_content_is_422(
+    http: httpx.Client, small_png: bytes, small_mp4: bytes
+) -> None:
+    job = http.post("/v1/videos", data={"prompt": "x", **SMALL, **mixed_references(small_png, small_mp4)}).json()
     failed = wait_done(http, job["id"])
-    assert failed.status_code == 500
+    assert failed.status_code == 400
     body = failed.json()
-    assert body["status"] == "failed" and body["error"]["code"] == 500 and body["error"]["message"]
+    assert body["status"] == "failed" and body["error"]["code"] == 400 and body["error"]["message"]
     assert_envelope(
         http.get(f"/v1/videos/{job['id']}/content"),
         422,
@@ -393,8 +409,9 @@ def test_a_queued_job_has_no_content_yet_and_can_be_deleted(http: httpx.Client) 
     assert http.get(f"/v1/videos/{second['id']}").status_code == 404
 
 
-def test_list_paging_and_its_limits(http: httpx.Client) -> None:
-    ids = [http.post("/v1/videos", data={"prompt": "x", **SMALL, **PIPELINE_ERROR}).json()["id"] for _ in range(2)]
+def test_list_paging_and_its_limits(http: httpx.Client, small_png: bytes, small_mp4: bytes) -> None:
+    failing = {"prompt": "x", **SMALL, **mixed_references(small_png, small_mp4)}  # jobs that end at once
+    ids = [http.post("/v1/videos", data=failing).json()["id"] for _ in range(2)]
     for job_id in ids:
         wait_done(http, job_id)
     listed = http.get("/v1/videos").json()["data"]
@@ -447,20 +464,22 @@ def test_sdk_video_job_create_retrieve_download_list_delete(sdk: openai.OpenAI, 
     assert sdk.videos.delete(job.id).deleted is True
 
 
-def test_sdk_raises_for_a_failed_job_with_the_jobs_error(sdk: openai.OpenAI) -> None:
+def test_sdk_raises_for_a_failed_job_with_the_jobs_error(
+    sdk: openai.OpenAI, small_png: bytes, small_mp4: bytes
+) -> None:
     job = sdk.videos.create(
         model="tiny",
         prompt="x",
         size="64x64",
-        extra_body={"num_frames": "5", "num_inference_steps": "1", **PIPELINE_ERROR},
+        extra_body={"num_frames": "5", "num_inference_steps": "1", **mixed_references(small_png, small_mp4)},
         extra_headers=MULTIPART,
     )
     deadline = time.monotonic() + 60
     while True:
         try:
             sdk.videos.retrieve(job.id)
-        except openai.InternalServerError as err:
-            assert err.status_code == 500 and "message" in err.body
+        except openai.BadRequestError as err:
+            assert err.status_code == 400 and "message" in err.body
             break
         assert time.monotonic() < deadline
         time.sleep(0.2)

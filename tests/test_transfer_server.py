@@ -76,9 +76,11 @@ def test_the_server_refuses_a_bad_upload_before_the_job(
     assert response.status_code == 400 and message in response.json()["error"]["message"], response.text
 
 
-def test_transfer_with_sound_fails_the_job_so_the_cookbook_refuses_it_first(http: httpx.Client, clip: list) -> None:
-    job = _finish(http, _send(http, {"control_reference": _upload(clip)}, generate_sound=True))
-    assert job["status"] == "failed" and "sound" in job["error"]["message"].lower(), job
+def test_transfer_with_sound_is_refused_by_the_room_and_by_the_cookbook(http: httpx.Client, clip: list) -> None:
+    # vLLM-Omni alone accepts the job and the pipeline fails it ("Cosmos3 transfer inference cannot be combined with
+    # sound generation."); the room limits refuse it at once.
+    response = _send(http, {"control_reference": _upload(clip)}, generate_sound=True)
+    assert response.status_code == 400 and "comes with a transfer job" in response.json()["error"]["message"]
     with pytest.raises(ValueError, match="generate_sound cannot be combined with control videos"):
         transfer_settings.settings_for("edge", "smoke", generate_sound=True)
 

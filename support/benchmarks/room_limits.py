@@ -9,14 +9,20 @@
 - What the middleware adds to an accepted request: a smoke video with the limits on and on a second server with
   `--room-limits off`, alternated (the median of several).
 
-    python support/benchmarks/room_limits.py [--repeats 5]
+- With `--slowest`: the slowest requests the CPU limits admit, each at every limit at once (50 steps, guidance 20, the
+  largest flow shift the sampler takes at 50 steps, the longest sound, a prompt and a negative prompt of a mebibyte
+  each), against one limited server (or `--base-url`): how long each takes, which `max_run_s` must exceed.
 
-Writes support/benchmarks/results/room_limits_cpu.json.
+    python support/benchmarks/room_limits.py [--repeats 5]
+    python support/benchmarks/room_limits.py --slowest [--base-url URL --api-key KEY]
+
+Writes support/benchmarks/results/room_limits_cpu.json (or room_limits_slowest_cpu.json).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +35,7 @@ from helpers import environment
 from local_server.server import LocalServer
 
 RESULTS = Path(__file__).parent / "results" / "room_limits_cpu.json"
+SLOWEST = Path(__file__).parent / "results" / "room_limits_slowest_cpu.json"
 KEY = "benchmark-key"
 SMOKE = {"model": "tiny", "prompt": "A red ball rolls.", "size": "320x192", "num_frames": "9", "fps": "24"}
 SMOKE |= {"num_inference_steps": "2", "seed": "0"}
@@ -48,10 +55,141 @@ def participant(url: str, index: int) -> dict[str, object]:
     return {"participant": index, "status": status, "seconds": round(seconds, 3)}
 
 
+def _clip(frames: int, width: int, height: int) -> bytes:
+    from PIL import Image
+
+    from helpers import media
+
+    return media.lossless_clip([Image.new("RGB", (width, height), (i * 20 % 255, 90, 160)) for i in range(frames)], 10)
+
+
+def slowest_requests() -> dict[str, tuple[str, dict]]:
+    """The slowest requests the CPU limits admit: at each, the picture and frames at `max_pixel_frames`, 50 steps,
+    guidance 20 and flow shift 20 (21.4 is the most the sampler takes at 50 steps)."""
+    at_limits = {"model": "tiny", "seed": "0", "num_inference_steps": "50", "guidance_scale": "20", "flow_shift": "20"}
+    words = ("word " * 209_000)[:1_040_000]  # a prompt of a mebibyte, and a negative prompt nearly as long
+    controls = {"control_type": "depth", "fps": "10"}
+    return {
+        "t2v 1280x720, 9 frames, 4 s of sound, 1 MiB prompts, max_sequence_length 4096": (
+            "/v1/videos/sync",
+            {
+                "data": {
+                    **at_limits,
+                    "prompt": words,
+                    "negative_prompt": words[:1_000_000],
+                    "size": "1280x720",
+                    "num_frames": "9",
+                    "fps": "2.25",
+                    "generate_sound": "true",
+                    "extra_params": json.dumps({"max_sequence_length": 4096, "use_system_prompt": True}),
+                },
+                "files": {"unused": ("a.txt", b"x", "text/plain")},  # multipart: an urlencoded form is 1 MiB at most
+            },
+        ),
+        "t2v 288x288, 100 frames, 4 s of sound": (
+            "/v1/videos/sync",
+            {
+                "data": {
+                    **at_limits,
+                    "prompt": "a",
+                    "size": "288x288",
+                    "num_frames": "100",
+                    "fps": "25",
+                    "generate_sound": "true",
+                }
+            },
+        ),
+        "images 1024x1024, n=7": (
+            "/v1/images/generations",
+            {
+                "json": {
+                    "prompt": "a",
+                    "size": "1024x1024",
+                    "n": 7,
+                    "num_inference_steps": 50,
+                    "guidance_scale": 20.0,
+                    "flow_shift": 20.0,
+                }
+            },
+        ),
+        "transfer depth + edge at tier 720, 9 frames, control guidance 20": (
+            "/v1/videos/sync",
+            {
+                "data": {
+                    **at_limits,
+                    **controls,
+                    "prompt": "a",
+                    "num_frames": "9",
+                    "extra_params": json.dumps(
+                        {"resolution": "720", "edge": {}, "control_guidance": 20, "num_video_frames_per_chunk": 9}
+                    ),
+                },
+                "files": {
+                    "control_reference": ("depth.mp4", _clip(9, 1280, 720), "video/mp4"),
+                    "input_reference": ("source.mp4", _clip(9, 1280, 720), "video/mp4"),
+                },
+            },
+        ),
+        "transfer depth + edge at tier 256, 100 frames in a chunk of 101, control guidance 20": (
+            "/v1/videos/sync",
+            {
+                "data": {
+                    **at_limits,
+                    **controls,
+                    "prompt": "a",
+                    "num_frames": "100",
+                    "extra_params": json.dumps(
+                        {"resolution": "256", "edge": {}, "control_guidance": 20, "num_video_frames_per_chunk": 101}
+                    ),
+                },
+                "files": {
+                    "control_reference": ("depth.mp4", _clip(100, 320, 256), "video/mp4"),
+                    "input_reference": ("source.mp4", _clip(100, 320, 256), "video/mp4"),
+                },
+            },
+        ),
+    }
+
+
+def slowest(base_url: str, key: str) -> None:
+    rows = []
+    with httpx.Client(timeout=3600, headers={"Authorization": f"Bearer {key}"}) as client:
+        for name, (route, request) in slowest_requests().items():
+            started = time.perf_counter()
+            answer = client.post(f"{base_url}{route}", **request)
+            seconds = time.perf_counter() - started
+            rows.append(
+                {
+                    "request": name,
+                    "status": answer.status_code,
+                    "seconds": round(seconds, 2),
+                    "peak_memory_mb": answer.headers.get("x-peak-memory-mb"),
+                }
+            )
+            print(rows[-1], flush=True)
+    result_file.write(
+        {
+            "what": "the slowest requests the room limits admit (CPU defaults), on the real vLLM-Omni server on tiny",
+            "machine": environment.report(),
+            "requests": rows,
+            "slowest_s": max(r["seconds"] for r in rows),
+        },
+        SLOWEST,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--slowest", action="store_true", help="time the slowest requests the limits admit")
+    parser.add_argument("--base-url", help="a running server started by serve_vllm_omni.sh (with --slowest)")
+    parser.add_argument("--api-key", default=KEY)
     args = parser.parse_args()
+    if args.slowest:
+        if args.base_url:
+            return slowest(args.base_url.rstrip("/"), args.api_key)
+        with LocalServer.start("tiny", api_key=KEY, flags=["--no-guardrails"], progress=False) as server:
+            return slowest(server.base_url, KEY)
     flags = ["--no-guardrails"]
     with (
         LocalServer.start("tiny", api_key=KEY, flags=flags, progress=False) as limited,

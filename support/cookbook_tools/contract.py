@@ -7,8 +7,9 @@ answers are committed under `tests/fixtures/vllm_omni/`; the client code's tests
 quick cases to the session's server and requires the same answers, so the fixtures stay the real server's.
 
 The server is the cookbook's (`serve_vllm_omni.sh`): vLLM-Omni behind the room limits (`local_server.room_limits`),
-which answer a `WxH` size that is not positive, or one too large, before vLLM-Omni reads it (the cases `ROOM_LIMITS`
-names; docs/vllm-omni-contract.md gives vLLM-Omni's own answers to them). Every other answer is vLLM-Omni's own.
+which answer a `WxH` size that is not positive, one too large, or a value Cosmos 3's pipeline would fail, before
+vLLM-Omni reads it (the cases `ROOM_LIMITS` names; docs/vllm-omni-contract.md gives vLLM-Omni's own answers to
+them). Every other answer is vLLM-Omni's own.
 
 Record them again (after a vLLM-Omni upgrade) with `python -m cookbook_tools.contract`, which starts a server on
 `tiny` (or uses `--base-url`); `--cases a,b` records only those.
@@ -32,7 +33,8 @@ FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "vllm_om
 MODEL = "tiny"
 SMALL = {"model": MODEL, "size": "64x64", "num_frames": "5", "fps": "24", "num_inference_steps": "1", "seed": "1"}
 SMALL_IMAGE = {"model": MODEL, "size": "64x64", "num_inference_steps": 1, "guidance_scale": 1.0, "seed": 3}
-# Accepted by the form, refused by Cosmos 3's pipeline once generation starts.
+# Accepted by vLLM-Omni's form and refused by Cosmos 3's pipeline once generation starts (a 500); the room limits
+# refuse it first, naming the key.
 PIPELINE_ERROR = json.dumps({"negative_metadata_mode": "sideways"})
 # Forward dynamics for a car: eight 9-D ego-pose deltas (translation, 6-D rotation) from a start image, 256p.
 AV_CHUNK, AV_WIDTH = 8, 9
@@ -75,6 +77,18 @@ def _job(http: httpx.Client, then: str = "", **form: str) -> httpx.Response:
     answer = http.get(f"/v1/videos/{job_id}{then}") if then else done
     http.delete(f"/v1/videos/{job_id}")
     return answer
+
+
+def _mixed_references() -> dict[str, str]:
+    """An image and a video reference together: the job is accepted, then fails with vLLM-Omni's own 400."""
+    import base64
+
+    png = base64.b64encode(_png()).decode()
+    mp4 = base64.b64encode(_clip(5, 32, 32, 24)).decode()
+    return {
+        "image_reference": json.dumps({"image_url": f"data:image/png;base64,{png}"}),
+        "video_reference": json.dumps({"video_url": f"data:video/mp4;base64,{mp4}"}),
+    }
 
 
 def _deleted(http: httpx.Client) -> httpx.Response:
@@ -183,8 +197,8 @@ CASES = (
     Case("job_created", lambda h: h.post("/v1/videos", data={**SMALL, "prompt": "a ball"})),
     Case("job_completed", lambda h: _job(h)),
     Case("job_content", lambda h: _job(h, "/content")),
-    Case("job_failed", lambda h: _job(h, extra_params=PIPELINE_ERROR)),
-    Case("job_failed_content", lambda h: _job(h, "/content", extra_params=PIPELINE_ERROR)),
+    Case("job_failed", lambda h: _job(h, **_mixed_references())),
+    Case("job_failed_content", lambda h: _job(h, "/content", **_mixed_references())),
     Case("job_deleted", _deleted),
     Case("job_unknown", lambda h: h.get("/v1/videos/video_gen_unknown")),
     Case("job_list_limit_too_large", lambda h: h.get("/v1/videos", params={"limit": 101})),
@@ -194,7 +208,7 @@ CASES = (
 
 
 # The cases the room limits answer in front of vLLM-Omni.
-ROOM_LIMITS = ("image_zero_size", "video_zero_size_sync", "video_zero_size_job")
+ROOM_LIMITS = ("image_zero_size", "video_zero_size_sync", "video_zero_size_job", "video_pipeline_error_sync")
 
 
 def _shape(value: Any) -> str:

@@ -334,9 +334,11 @@ USAGE = """Usage: bash scripts/serve_vllm_omni.sh MODEL [--replicas N] [--room-l
 --replicas N serves N engines of the model behind the one URL, one per GPU (vLLM-Omni's num_replicas): N
 requests run at once, where one engine runs one at a time.
 --room-limits: every server refuses, with a 400 naming the field, a request over the room's limits (pixels a frame,
-frames, pixel-frames a call, steps, MiB a file), and a participant's request beyond max_queued waiting or running
-(429). The defaults admit every preset and tier the notebooks offer on the machine; `off` turns them off, and
-NAME=N,... changes some: max_pixels, max_frames, max_pixel_frames, max_steps, max_upload_mib, max_queued."""
+frames, pixel-frames a call, steps, seconds of sound, MiB a file) or with a value out of its range, and a
+participant's request beyond max_queued waiting or running (429); a generation past max_run_s seconds gets 504.
+The defaults admit every preset and tier the notebooks offer on the machine; `off` turns them off, and NAME=N,...
+changes some: max_pixels, max_frames, max_pixel_frames, max_steps, max_upload_mib, max_queued, max_sound_s,
+max_run_s."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -54,6 +54,7 @@ from local_server.room_limits import (
 )
 from local_server.server import LocalServer
 from tests.conftest import SERVER_KEY
+from tuning.notebook_calls import omni_fields
 
 CPU, GPU = DEFAULTS["cpu"], DEFAULTS["gpu"]
 KEY = "room-key"
@@ -143,7 +144,7 @@ def as_request(s: Any) -> tuple[dict[str, Any], dict[str, Upload]]:
 def image_request(s: Any) -> dict[str, Any]:
     """The images route's JSON, as the notebook's `images.generate` sends it."""
     body = {"model": "tiny", "prompt": "A red cube.", "size": s.size, "n": 1, "response_format": "b64_json"}
-    return body | omni_http.image_fields(s, "", {"use_system_prompt": True, "guardrails": False})
+    return body | {**omni_fields()(s), "extra_params": {"use_system_prompt": True, "guardrails": False}}
 
 
 def check(limits: Limits, s: Any) -> None:

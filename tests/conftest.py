@@ -42,11 +42,19 @@ def notebook_call(pipe):
 
 
 @pytest.fixture(scope="session")
-def omni_server(_isolated_cache: Path) -> Iterator[LocalServer]:
+def room_adapters(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session server's adapters folder (`--adapters`): the post-training notebooks train theirs inside it."""
+    return tmp_path_factory.mktemp("adapters")
+
+
+@pytest.fixture(scope="session")
+def omni_server(_isolated_cache: Path, room_adapters: Path) -> Iterator[LocalServer]:
     """The real vLLM-Omni server (`vllm serve <tiny> --omni`) on the tiny checkpoint, started once per test session
-    the way the notebook starts it. The first session on a machine also installs the server's environment (about
-    5 minutes); later ones reuse it and are ready in about half a minute."""
-    with LocalServer.start("tiny", api_key=SERVER_KEY, flags=["--no-guardrails"], progress=False) as running:
+    the way the notebook starts it, taking LoRA adapters from `room_adapters` only. The first session on a machine
+    also installs the server's environment (about 5 minutes); later ones reuse it and are ready in about half a
+    minute."""
+    flags = ["--no-guardrails", "--adapters", str(room_adapters)]
+    with LocalServer.start("tiny", api_key=SERVER_KEY, flags=flags, progress=False) as running:
         yield running
 
 
@@ -144,12 +152,12 @@ def dataset_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: Loca
 
 
 @pytest.fixture(scope="session")
-def post_training_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: LocalServer):
-    """The post-training vLLM-Omni notebook with ADAPTER="auto" in an empty OUTPUT_DIR: it runs its Diffusers twin to
-    train the adapter (the twin's unbroken run), then serves it on the session's server."""
+def post_training_vllm_run(room_adapters: Path, omni_server: LocalServer):
+    """The post-training vLLM-Omni notebook with ADAPTER="auto" in an empty OUTPUT_DIR in the session server's
+    adapters folder: it runs its Diffusers twin to train the adapter (the twin's unbroken run), then serves it."""
     from tests.post_training_checks import served_with_its_twin
 
-    return served_with_its_twin(tmp_path_factory.mktemp("post-training-vllm"), omni_server.base_url, SERVER_KEY)
+    return served_with_its_twin(room_adapters / "post-training-vllm", omni_server.base_url, SERVER_KEY)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,7 @@
 """Launch commands for a real vLLM-Omni server: flags from options, parallel degrees checked against the GPUs."""
 
+from pathlib import Path
+
 import pytest
 
 from helpers import models, speeds
@@ -109,3 +111,14 @@ def test_replicas_that_cannot_be_served_are_refused_with_the_fix(flags: list[str
 
     with pytest.raises(launcher.ServeError, match=message):
         launcher.with_replicas(flags, gpu=True)
+
+
+def test_a_room_server_takes_adapters_from_one_folder_that_must_exist(tmp_path: Path) -> None:
+    from local_server import launcher, room_limits
+
+    flags, env, line = launcher.with_room_limits(["--adapters", str(tmp_path), "--port", "1"], gpu=False)
+    assert flags[:2] == ["--port", "1"] and "--adapters" not in flags
+    assert env[room_limits.ADAPTERS_ENV] == str(tmp_path.resolve()) and f"LoRA adapters from {tmp_path}" in line
+    assert launcher.with_room_limits(["--port", "1"], gpu=False)[1][room_limits.ADAPTERS_ENV] == ""
+    with pytest.raises(launcher.ServeError, match="--adapters .*no such folder"):
+        launcher.with_room_limits(["--adapters", str(tmp_path / "nope")], gpu=False)

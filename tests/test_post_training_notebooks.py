@@ -119,7 +119,37 @@ def test_the_vllm_notebook_serves_the_adapter_close_to_diffusers(post_training_v
     served = load_file(post_training_vllm_run.train_dir / "adapter_vllm_omni" / adapters.WEIGHTS)
     assert all(k.startswith("base_model.model.gen_layers.") for k in served), sorted(served)[:3]
     out = printed(executed)
-    assert "No such file or directory" in out and "expected target modules" in out  # the section on wrong paths
+    # The section on wrong adapters: the room's 400 for paths it does not hold, the server's own for diffusers' names.
+    assert out.count("HTTP 400") >= 2 and "lora.path" in out and "expected target modules" in out, out
+
+
+@pytest.mark.slow
+def test_a_room_server_takes_an_adapter_only_from_its_adapters_folder(
+    http, room_adapters: Path, post_training_vllm_run: TrainedRun, tmp_path: Path
+):
+    """`lora.path` names a folder on the server's disk: the room limits take one under the folder the server was
+    started with (`--adapters`), and answer anything else with a 400 naming the field, before the engine reads it."""
+    served = post_training_vllm_run.train_dir / "adapter_vllm_omni"
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / adapters.CONFIG).write_text("{}")
+    link = room_adapters / "a-link-out"
+    link.symlink_to(outside, target_is_directory=True)
+    request = {"model": "tiny", "prompt": "A ball.", "size": "320x192", "num_frames": 9, "num_inference_steps": 2}
+    for path in (
+        str(outside),
+        str(room_adapters / ".." / outside.name),
+        str(link),
+        "/etc",
+        str(room_adapters / "nope"),
+    ):
+        lora = json.dumps({"name": "x", "path": path, "scale": 1.0})
+        refused = http.post("/v1/videos/sync", data={**request, "lora": lora})
+        assert refused.status_code == 400 and "lora.path" in refused.text, (path, refused.text)
+    taken = http.post("/v1/videos/sync", data={**request, "lora": json.dumps({"name": "x", "path": str(served)})})
+    assert taken.status_code == 200, taken.text
+    (tmp_path / "taken.mp4").write_bytes(taken.content)
+    assert media.probe(tmp_path / "taken.mp4").num_frames == 9
 
 
 def _folder(tmp_path: Path, rows: list[object], files: tuple[str, ...] = ()) -> str:

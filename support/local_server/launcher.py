@@ -308,13 +308,17 @@ def _api_keys(args: Sequence[str]) -> list[str]:
 
 
 def with_room_limits(flags: Sequence[str], gpu: bool) -> tuple[list[str], dict[str, str], str]:
-    """FLAGS without `--room-limits VALUE` and with the room-limits middleware (`local_server.room_limits`), unless
-    VALUE is `off`; the environment the middleware reads (its limits, the API keys, where to import it from); and a
-    line that says the limits. VALUE changes the machine's defaults: `max_frames=121,max_steps=20`."""
+    """FLAGS without `--room-limits VALUE` and `--adapters DIR`, and with the room-limits middleware
+    (`local_server.room_limits`), unless VALUE is `off`; the environment the middleware reads (its limits, the API
+    keys, the one folder a request's LoRA adapter may come from, where to import it from); and a line that says the
+    limits. VALUE changes the machine's defaults: `max_frames=121,max_steps=20`."""
     args = list(flags)
     value = _pop_flag(args, "--room-limits")
+    adapters = _pop_flag(args, "--adapters")
+    if adapters is not None and not os.path.isdir(adapters):
+        raise ServeError(f"--adapters {adapters}: no such folder. Give the folder the room's LoRA adapters are in.")
     if value == "off":
-        return args, {room_limits.ENV: "off"}, "room limits: off (--room-limits off)"
+        return args, {room_limits.ENV: "off"}, "room limits: off (--room-limits off): any adapter path is read"
     try:
         limits = room_limits.DEFAULTS["gpu" if gpu else "cpu"].with_overrides(value or "")
     except ValueError as exc:
@@ -323,13 +327,16 @@ def with_room_limits(flags: Sequence[str], gpu: bool) -> tuple[list[str], dict[s
     env = {
         room_limits.ENV: limits.to_env(),
         room_limits.KEYS_ENV: json.dumps(_api_keys(args)),
+        room_limits.ADAPTERS_ENV: os.path.realpath(adapters) if adapters else "",
         "PYTHONPATH": path,
     }
     line = f"room limits for a {'GPU' if gpu else 'CPU'} server: {limits.describe()} (change with --room-limits)"
+    line += f"; LoRA adapters from {env[room_limits.ADAPTERS_ENV]} only" if adapters else "; no LoRA adapters"
     return [*args, "--middleware", f"{room_limits.__name__}.RoomLimits"], env, line
 
 
-USAGE = """Usage: bash scripts/serve_vllm_omni.sh MODEL [--replicas N] [--room-limits off|NAME=N,...] [vllm flags...]
+USAGE = """Usage: bash scripts/serve_vllm_omni.sh MODEL [--replicas N] [--room-limits off|NAME=N,...] [--adapters DIR]
+       [vllm flags...]
        bash scripts/serve_vllm_omni.sh --install   (only create the server environment, e.g. before a workshop)
 --replicas N serves N engines of the model behind the one URL, one per GPU (vLLM-Omni's num_replicas): N
 requests run at once, where one engine runs one at a time.
@@ -338,7 +345,9 @@ frames, pixel-frames a call, steps, seconds of sound, MiB a file) or with a valu
 participant's request beyond max_queued waiting or running (429); a generation past max_run_s seconds gets 504.
 The defaults admit every preset and tier the notebooks offer on the machine; `off` turns them off, and NAME=N,...
 changes some: max_pixels, max_frames, max_pixel_frames, max_steps, max_upload_mib, max_queued, max_sound_s,
-max_run_s."""
+max_run_s.
+--adapters DIR: a request's LoRA adapter (its `lora` field's path, on this machine) is taken only from DIR: any
+other path, `..` and links out of it included, gets a 400; without it the room loads no adapter."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -398,9 +398,11 @@ def endpoint(
     speed: str = "none",
     family: str = "audiovisual",
     progress: bool = True,
+    adapters: str = "",
 ) -> Endpoint:
     """`base_url="auto"`: $OMNI_BASE_URL when set, else a local server on `model` with SPEED's flags for `family`'s
-    notebook (on a CPU, those that need a GPU are left out, and a line says so); anything else is used as is."""
+    notebook (on a CPU, those that need a GPU are left out, and a line says so), which takes a request's LoRA adapter
+    from the folder `adapters` only (none where it is empty); anything else is used as is."""
     check_guardrails(guardrails)  # before any server starts
     runs_on = where(base_url, device)
     flags = server_flags(model, guardrails, speed, family, gpu=runs_on != "cpu")
@@ -412,13 +414,15 @@ def endpoint(
         return Endpoint(os.environ[BASE_URL_ENV].rstrip("/"), key, None)
     if skipped:
         print(f"SPEED={speed!r} on a CPU server: {' '.join(skipped)} left out (they need a GPU)")
+    flags += ["--adapters", adapters] if adapters else []
     server = LocalServer.start(model, api_key=key, flags=flags, device=device, progress=progress)
     return Endpoint(server.base_url, key, server)
 
 
 def connect(base_url: str, *, deadline_s: float = 600.0, **where: Any) -> Endpoint:
     """A notebook's connection to its server, in one call: `endpoint(base_url, **where)` (`model`, `api_key`,
-    `device`, `guardrails`, `speed`, `family`, `progress`; `base_url="auto"` starts a local server on `model`), a
+    `device`, `guardrails`, `speed`, `family`, `progress`, `adapters`; `base_url="auto"` starts a local server on
+    `model`), a
     lesson cell's lost connection explained in IPython (`Endpoint.explain_lost_connections_in`), and the wait until
     the server is ready, whose answer gives the name it serves (`Endpoint.model`)."""
     found = endpoint(base_url, **where)

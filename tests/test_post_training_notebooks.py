@@ -119,8 +119,9 @@ def test_the_vllm_notebook_serves_the_adapter_close_to_diffusers(post_training_v
     served = load_file(post_training_vllm_run.train_dir / "adapter_vllm_omni" / adapters.WEIGHTS)
     assert all(k.startswith("base_model.model.gen_layers.") for k in served), sorted(served)[:3]
     out = printed(executed)
-    # The section on wrong adapters: the room's 400 for paths it does not hold, the server's own for diffusers' names.
-    assert out.count("HTTP 400") >= 2 and "lora.path" in out and "expected target modules" in out, out
+    # The section on wrong adapters: the room's 400 naming lora.path for each, before the engine reads it.
+    assert out.count("HTTP 400") == 3 and out.count('param": "lora.path"') == 3, out
+    assert "is not an adapter of this server's adapters folder" in out and "under vLLM-Omni's names" in out, out
 
 
 @pytest.mark.slow

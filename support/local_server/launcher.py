@@ -318,7 +318,7 @@ def with_room_limits(flags: Sequence[str], gpu: bool) -> tuple[list[str], dict[s
     if adapters is not None and not os.path.isdir(adapters):
         raise ServeError(f"--adapters {adapters}: no such folder. Give the folder the room's LoRA adapters are in.")
     if value == "off":
-        return args, {room_limits.ENV: "off"}, "room limits: off (--room-limits off): any adapter path is read"
+        return args, {room_limits.ENV: "off"}, "room limits: off (--room-limits off)"
     try:
         limits = room_limits.DEFAULTS["gpu" if gpu else "cpu"].with_overrides(value or "")
     except ValueError as exc:

@@ -1340,6 +1340,55 @@ def _check_lora(value: Any, adapters: str | None) -> None:
             f"is not an adapter of this server's adapters folder: name one of "
             f"{sorted(os.listdir(folder))[:20] if os.path.isdir(folder) else []}.",
         )
+    _check_adapter_folder(target, path)
+
+
+# The layers of Cosmos 3 that vLLM-Omni 0.30.0 takes a LoRA on, by their leaf names (its LinearBase layers).
+LORA_MODULES = frozenset({"to_q", "to_k", "to_v", "to_out", "gate_proj", "up_proj", "down_proj"})
+
+
+def _check_adapter_folder(target: str, path: str) -> None:
+    """A path of the adapters folder that vLLM-Omni would fail on, as the server's error, is refused as the
+    participant's: not a PEFT adapter folder, or one whose target_modules are not vLLM-Omni's layers (an adapter saved
+    by diffusers names Cosmos 3's layers its own way)."""
+    config_file = os.path.join(target, "adapter_config.json")
+    if not os.path.isfile(config_file) or not os.path.isfile(os.path.join(target, "adapter_model.safetensors")):
+        raise _wrong(
+            "lora.path",
+            path,
+            "is not a PEFT adapter folder: it needs adapter_config.json and adapter_model.safetensors.",
+        )
+    try:
+        with open(config_file, encoding="utf-8") as file:
+            modules = json.load(file).get("target_modules")
+    except (OSError, ValueError, AttributeError):
+        modules = None
+    names = [modules] if isinstance(modules, str) else modules if isinstance(modules, list) else None
+    tensors = _safetensors_names(os.path.join(target, "adapter_model.safetensors"))
+    if (
+        names is None
+        or not all(isinstance(n, str) and n.rsplit(".", 1)[-1] in LORA_MODULES for n in names)
+        or not all(".gen_layers." in t or ".language_model." in t for t in tensors)
+    ):
+        raise _wrong(
+            "lora.path",
+            path,
+            f"is an adapter whose layers are not named as vLLM-Omni names them (target_modules {modules!r}; vLLM-Omni "
+            f"takes a LoRA on {', '.join(sorted(LORA_MODULES))} under gen_layers and language_model): an adapter "
+            "saved by diffusers names them its own way; write it under vLLM-Omni's names "
+            "(cosmos3_post_training.adapters.for_vllm_omni).",
+        )
+
+
+def _safetensors_names(path: str) -> list[str]:
+    """The tensor names of a safetensors file, from its header (an 8-byte length, then JSON); none if unreadable."""
+    try:
+        with open(path, "rb") as file:
+            length = int.from_bytes(file.read(8), "little")
+            header = json.loads(file.read(min(length, 1 << 24)))
+    except (OSError, ValueError):
+        return ["(unreadable)"]
+    return [name for name in header if name != "__metadata__"] if isinstance(header, dict) else ["(unreadable)"]
 
 
 # extra_params: what Cosmos 3 takes from a participant, by key. Everything else is refused: vLLM-Omni passes every

@@ -5,8 +5,10 @@ The values are read from the parameters cells' comments (`tests/offered.py`), so
 a run here fails `test_every_offered_value_is_run_somewhere`. Each value is run one of four ways:
 - by the session's run of the notebook (`SESSION`, the runs the other notebook tests read), or the audiovisual
   pair's nbmake run (`NBMAKE`);
-- by a run of its own here (`VARIATIONS`: one run takes a value of several parameters at once), whose files are
-  decoded and checked against the settings those values give;
+- by a run of its own here (`VARIATIONS`: one run takes a value of several parameters at once), the whole notebook in
+  this process (`execute_in_process`: the session's runs already prove it in a kernel of its own, and a kernel's
+  start and imports would double a small run's time), whose files are decoded and checked against the settings those
+  values give;
 - where it changes only the set-up (`SET_UP`), by the notebook's set-up cells, which must accept it;
 - where this machine cannot run it (`REFUSED_HERE`: a preset too large for a CPU, a GPU, guardrails), by the set-up
   cells, which must refuse it with the fix.

@@ -82,25 +82,33 @@ def execute_smoke(name: str, out: Path, **parameters: object) -> Path:
 
 def execute_in_process(name: str, out: Path, **parameters: object) -> Path:
     """Run the notebook `name` at `SMOKE` (and `parameters`) as papermill runs it, but in this process instead of a
-    fresh kernel: its code cells in order in a namespace of their own, the parameters injected after the parameters
-    cell, the notebook's folder as the working directory, what each cell prints kept as its output, and the executed
-    copy written to `out` with papermill's record of its parameters, so that the same checks read it. A variation run
-    saves a kernel's start and its imports this way; the session's runs stay in kernels of their own. What a run
-    sets for the whole process is put back after it: the environment, the working directory, warning filters and
-    diffusers' progress bars; and torch's compiled code is let go."""
+    fresh kernel: its code cells in order through an IPython shell of their own (so a cell's `%magic` and top-level
+    `await` run as they do in a kernel), the parameters injected after the parameters cell, the notebook's folder as
+    the working directory, what each cell prints kept as its output, and the executed copy written to `out` with
+    papermill's record of its parameters, so that the same checks read it. A variation run saves a kernel's start and
+    its imports this way; the session's runs stay in kernels of their own. What a run sets for the whole process is
+    put back after it: the environment, the working directory, `__main__`, warning filters and diffusers' progress
+    bars; and torch's compiled code is let go."""
+    import atexit
     import contextlib
     import io
     import warnings
 
+    import torch
     from diffusers.utils import logging as diffusers_logging
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
 
     smoke = {k: v for k, v in SMOKE.items() if k in notebooks.parameter_names(name)}
     given = {**smoke, "OUTPUT_DIR": str(out / "media"), **parameters}
     unknown = sorted(set(given) - notebooks.parameter_names(name))
     assert not unknown, f"{name} has no parameter(s) {unknown}"
     document = nbformat.read(notebook_path(name), as_version=4)
-    namespace: dict[str, Any] = {"__name__": "__main__"}
+    config = Config()
+    config.HistoryManager.enabled = False  # no history database written under the home folder
     environment, cwd, bars = dict(os.environ), os.getcwd(), diffusers_logging.is_progress_bar_enabled()
+    shell = InteractiveShell(config=config, user_ns={})
+    atexit.unregister(shell.atexit_operations)
     try:
         os.chdir(notebook_path(name).parent)
         with warnings.catch_warnings():
@@ -109,19 +117,22 @@ def execute_in_process(name: str, out: Path, **parameters: object) -> Path:
                     continue
                 printed_text = io.StringIO()
                 with contextlib.redirect_stdout(printed_text), contextlib.redirect_stderr(printed_text):
-                    exec(compile(cell.source, f"{name} [in process]", "exec"), namespace)  # noqa: S102
+                    # silent: no output prompts, as the exec this replaces had none; an error still raises below
+                    result = shell.run_cell(cell.source, store_history=False, silent=True)
                     if "parameters" in cell.metadata.get("tags", []):
-                        namespace.update(given)
+                        shell.user_ns.update(given)
                 text = printed_text.getvalue()
                 cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)] if text else []
+                if not result.success:
+                    print(text[-4000:])  # the cell's own traceback, which the shell printed into its output
+                    result.raise_error()
     finally:
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(environment)
         (diffusers_logging.enable_progress_bar if bars else diffusers_logging.disable_progress_bar)()
-        namespace.clear()
-        import torch
-
+        shell.user_ns.clear()
+        shell.restore_sys_module_state()
         torch._dynamo.reset()  # compiled code keyed on this run's modules, and its recompile counts
     document.metadata["papermill"] = {"parameters": given}
     executed = out / Path(name).name

@@ -81,7 +81,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # Each notebook runs once per session, at smoke size on the tiny checkpoints, and every test of it reads that run: its
-# files, its manifest and what it printed (tests/notebook_checks). The vLLM-Omni notebooks use the session's servers.
+# files, its manifest and what it printed (tests/notebook_checks). The vLLM-Omni notebooks use the session's servers,
+# but for the post-training one, whose first Run All starts a server of its own after it has an adapter.
 def _smoke_run(factory: pytest.TempPathFactory, name: str, **parameters: object) -> Path:
     from tests.notebook_checks import execute_smoke
 
@@ -152,12 +153,14 @@ def dataset_vllm_run(tmp_path_factory: pytest.TempPathFactory, omni_server: Loca
 
 
 @pytest.fixture(scope="session")
-def post_training_vllm_run(room_adapters: Path, omni_server: LocalServer):
-    """The post-training vLLM-Omni notebook with ADAPTER="auto" in an empty OUTPUT_DIR in the session server's
-    adapters folder: it runs its Diffusers twin to train the adapter (the twin's unbroken run), then serves it."""
+def post_training_vllm_run(room_adapters: Path, _isolated_cache: Path):
+    """The post-training vLLM-Omni notebook as a reader's first Run All: ADAPTER="auto" in an empty OUTPUT_DIR and
+    BASE_URL="auto". It runs its Diffusers twin to train the adapter (the twin's unbroken run), then starts a server
+    of its own on that adapter's folder and serves it. The OUTPUT_DIR is inside the session server's adapters
+    folder, so that other tests send the same adapter to that server."""
     from tests.post_training_checks import served_with_its_twin
 
-    return served_with_its_twin(room_adapters / "post-training-vllm", omni_server.base_url, SERVER_KEY)
+    return served_with_its_twin(room_adapters / "post-training-vllm")
 
 
 @pytest.fixture(scope="session")

@@ -48,8 +48,8 @@ class TrainedRun:
         return folder
 
 
-def served_with_its_twin(out: Path, base_url: str, key: str) -> TrainedRun:
-    executed = execute_smoke(POST_VLLM, out, BASE_URL=base_url, API_KEY=key)
+def served_with_its_twin(out: Path) -> TrainedRun:
+    executed = execute_smoke(POST_VLLM, out, BASE_URL="auto")
     return TrainedRun(executed, out / "media")
 
 

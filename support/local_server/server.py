@@ -116,18 +116,7 @@ class LocalServer:
 
         `timeout_s` covers a first use's install as well as the start-up itself (vLLM-Omni's recipes give real
         weights 1800 s). `device="cpu"` serves on the CPU even where a GPU is."""
-        if device not in ("auto", "cpu", "cuda"):
-            raise InvalidSettingError(f"DEVICE={device!r} is not allowed for a local server. Allowed: auto, cpu, cuda.")
-        # MODEL's own checks (a Hub id without a GPU among them), before a server starts to download anything; the
-        # server's guardrails are its own.
-        checkpoints.check(model, device=device, guardrails=False, served=True)
-        if "--no-guardrails" not in flags and not launcher.wants_gpu(None if device == "auto" else device):
-            raise GuardrailsUnavailableError(
-                f"A vLLM-Omni server of MODEL={model!r} on this CPU would run NVIDIA's guardrails (GUARDRAILS='on', or "
-                "'auto' with real weights), and vLLM's CPU build runs without them (no cosmos_guardrail there). Set "
-                "GUARDRAILS='off' (or 'auto', off for the random-weight checkpoints), or point BASE_URL at a server "
-                "that runs them."
-            )
+        refuse_what_a_start_would(model, flags, device)
         port = port or free_port()
         command = [sys.executable, "-m", launcher.__name__, model, "--port", str(port), *flags]
         scratch = None if log_path else Path(tempfile.mkdtemp(prefix="omni-server-"))
@@ -261,6 +250,21 @@ class LocalServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def refuse_what_a_start_would(model: str, flags: tuple[str, ...] | list[str], device: str) -> None:
+    """What `LocalServer.start` refuses before it starts anything: a DEVICE it does not know, MODEL's own checks (a
+    Hub id without a GPU among them; the server's guardrails are its own), and guardrails on a CPU."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise InvalidSettingError(f"DEVICE={device!r} is not allowed for a local server. Allowed: auto, cpu, cuda.")
+    checkpoints.check(model, device=device, guardrails=False, served=True)
+    if "--no-guardrails" not in flags and not launcher.wants_gpu(None if device == "auto" else device):
+        raise GuardrailsUnavailableError(
+            f"A vLLM-Omni server of MODEL={model!r} on this CPU would run NVIDIA's guardrails (GUARDRAILS='on', or "
+            "'auto' with real weights), and vLLM's CPU build runs without them (no cosmos_guardrail there). Set "
+            "GUARDRAILS='off' (or 'auto', off for the random-weight checkpoints), or point BASE_URL at a server "
+            "that runs them."
+        )
 
 
 def strip_colours(text: str) -> str:
@@ -408,15 +412,40 @@ def endpoint(
     flags = server_flags(model, guardrails, speed, family, gpu=runs_on != "cpu")
     skipped = [flag for flag in speeds.server_flags(speed, family) if flag not in flags]
     key = api_key or os.environ.get(API_KEY_ENV) or None
-    if base_url != "auto":
-        return Endpoint(base_url.rstrip("/"), key, None)
-    if os.environ.get(BASE_URL_ENV):
-        return Endpoint(os.environ[BASE_URL_ENV].rstrip("/"), key, None)
+    if not runs_on:
+        return Endpoint(_elsewhere(base_url), key, None)
     if skipped:
         print(f"SPEED={speed!r} on a CPU server: {' '.join(skipped)} left out (they need a GPU)")
     flags += ["--adapters", adapters] if adapters else []
     server = LocalServer.start(model, api_key=key, flags=flags, device=device, progress=progress)
     return Endpoint(server.base_url, key, server)
+
+
+def _elsewhere(base_url: str) -> str:
+    """The URL of a server this notebook does not start: BASE_URL, or $OMNI_BASE_URL for "auto"."""
+    return (os.environ.get(BASE_URL_ENV, "") if base_url == "auto" else base_url).rstrip("/")
+
+
+def check(
+    base_url: str,
+    *,
+    model: str,
+    api_key: str = "",
+    device: str = "auto",
+    guardrails: str = "auto",
+    deadline_s: float = 600.0,
+) -> None:
+    """What `connect` would refuse, refused before long work that comes first (a post-training notebook's training):
+    for a server this notebook would start, the settings `LocalServer.start` refuses; for a server elsewhere, the wait
+    until it answers."""
+    check_guardrails(guardrails)
+    runs_on = where(base_url, device)
+    if runs_on:
+        refuse_what_a_start_would(model, server_flags(model, guardrails, "none", gpu=runs_on != "cpu"), device)
+    else:
+        omni_http.wait_for_server(
+            _elsewhere(base_url), api_key=api_key or os.environ.get(API_KEY_ENV) or None, deadline_s=deadline_s
+        )
 
 
 def connect(base_url: str, *, deadline_s: float = 600.0, **where: Any) -> Endpoint:

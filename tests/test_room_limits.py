@@ -897,6 +897,7 @@ def test_the_routes_the_room_does_not_measure_are_closed() -> None:
     assert closed == [{"type": "websocket.close", "code": 1008, "reason": "not open on a room server"}]
 
 
+@pytest.mark.slow  # it waits out a 1 s limit three times
 def test_a_generation_that_runs_past_max_run_s_is_answered_with_a_504_naming_it(monkeypatch) -> None:
     """A synchronous one at once; a job at its next poll. The engine cannot be stopped, so each keeps its place in
     the queue until the server is done with it (the job is then deleted). Time spent waiting behind others is not

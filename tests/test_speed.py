@@ -233,6 +233,7 @@ def test_cuda_graphs_and_step_caching_are_refused_together():
         pipelines.apply(_fresh_pipe(), ["text_kv_cache", "cuda_graphs", "sea_cache"])
 
 
+@pytest.mark.slow  # 14 generations compiled: 6-10 s each
 @pytest.mark.parametrize("cache", ["sea_cache", "nvidia_sea_cache"])
 def test_the_pass_count_sees_the_steps_a_cache_skips_and_every_pass_without_one(cache: str):
     cached, plain = _fresh_pipe(), _fresh_pipe()

@@ -82,21 +82,20 @@ def generation_seconds() -> dict[str, float]:
 
     import checkpoints
     from helpers import audiovisual_settings, prompts
+    from tuning import notebook_calls
 
     folder = checkpoints.resolve("tiny", device="cpu").path
     start = time.perf_counter()
     pipe = Cosmos3OmniPipeline.from_pretrained(folder, dtype=torch.float32, enable_safety_checker=False)
     costs = {"load_tiny_s": time.perf_counter() - start}
     pipe.set_progress_bar_config(disable=True)
+    generate = notebook_calls.define("run_with_diffusers.ipynb", pipe=pipe)["generate"]  # the notebook's own call
     s = audiovisual_settings.settings_for("t2v", "smoke", seed=0)
-    call = {"prompt": prompts.prompt_text(s), "height": s.height, "width": s.width, "num_frames": s.num_frames}
-    call |= {"num_inference_steps": s.num_inference_steps, "generator": torch.Generator().manual_seed(0)}
-    pipe(**call)  # the first call pays one-time costs
+    generate(s, prompts.prompt_text(s))  # the first call pays one-time costs
     totals: dict[str, float] = {}
-    call["generator"] = torch.Generator().manual_seed(0)
     with timed(totals, "transformer", pipe.transformer, "forward"), timed(totals, "vae_decode", pipe.vae, "decode"):
         start = time.perf_counter()
-        video = pipe(**call).video
+        video = generate(s, prompts.prompt_text(s), output_type="pil").video
         costs["smoke_t2v_s"] = time.perf_counter() - start
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder_out:

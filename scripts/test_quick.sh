@@ -6,4 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest -m "quick or not (slow or notebook or browser or gpu)" "$@"
+source scripts/test_env.sh
+exec .venv/bin/python -m pytest -n 2 --dist loadgroup -m "quick or not (slow or notebook or browser or gpu)" "$@"

@@ -86,8 +86,9 @@ def execute_in_process(name: str, out: Path, **parameters: object) -> Path:
     `await` run as they do in a kernel), the parameters injected after the parameters cell, the notebook's folder as
     the working directory, what each cell prints kept as its output, and the executed copy written to `out` with
     papermill's record of its parameters, so that the same checks read it. A variation run saves a kernel's start and
-    its imports this way; the session's runs stay in kernels of their own. What a run sets for the whole process is
-    put back after it: the environment, the working directory, `__main__`, warning filters and diffusers' progress
+    its imports this way; the session's runs stay in kernels of their own. A cell that fails raises its own error,
+    after the executed copy is written up to that cell, as papermill writes it. What a run sets for the whole process
+    is put back after it: the environment, the working directory, `__main__`, warning filters and diffusers' progress
     bars; and torch's compiled code is let go."""
     import atexit
     import contextlib
@@ -107,6 +108,9 @@ def execute_in_process(name: str, out: Path, **parameters: object) -> Path:
     config = Config()
     config.HistoryManager.enabled = False  # no history database written under the home folder
     environment, cwd, bars = dict(os.environ), os.getcwd(), diffusers_logging.is_progress_bar_enabled()
+    document.metadata["papermill"] = {"parameters": given}
+    executed = out / Path(name).name
+    executed.parent.mkdir(parents=True, exist_ok=True)
     shell = InteractiveShell(config=config, user_ns={})
     atexit.unregister(shell.atexit_operations)
     try:
@@ -125,6 +129,7 @@ def execute_in_process(name: str, out: Path, **parameters: object) -> Path:
                 cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)] if text else []
                 if not result.success:
                     print(text[-4000:])  # the cell's own traceback, which the shell printed into its output
+                    nbformat.write(document, executed)
                     result.raise_error()
     finally:
         os.chdir(cwd)
@@ -134,9 +139,6 @@ def execute_in_process(name: str, out: Path, **parameters: object) -> Path:
         shell.user_ns.clear()
         shell.restore_sys_module_state()
         torch._dynamo.reset()  # compiled code keyed on this run's modules, and its recompile counts
-    document.metadata["papermill"] = {"parameters": given}
-    executed = out / Path(name).name
-    executed.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(document, executed)
     return executed
 

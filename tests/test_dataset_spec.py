@@ -187,6 +187,7 @@ except StorageError as err:
 """
 
 
+@pytest.mark.slow  # a fresh interpreter that generates until its file size limit: seconds
 def test_a_full_disk_stops_the_dataset_with_the_fix_and_keeps_what_was_finished(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-c", _FULL_DISK, str(BUNDLED), str(tmp_path)], capture_output=True, text=True, check=True

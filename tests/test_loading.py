@@ -238,6 +238,7 @@ def test_distilled_model_takes_4_step_checkpoints_only_and_says_so_before_any_do
         checkpoints.check("nvidia/Cosmos3-Super-Text2Image-4Step", parameter="DISTILLED_MODEL")
 
 
+@pytest.mark.slow  # imports ModelOpt: seconds
 def test_tiny_fp8_is_the_published_fp8_format_and_loads_as_diffusers_loads_it():
     """ModelOpt's FP8 layers in the decoder, its state beside the weights, the published `quantization_config`; loaded
     the published way, it makes nearly tiny's frames (its weights are tiny's, quantised), far closer than a seed."""

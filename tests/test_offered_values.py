@@ -51,7 +51,14 @@ ACTION_DIFFUSERS, ACTION_VLLM = notebooks.ACTION_PAIR
 TRANSFER_DIFFUSERS, TRANSFER_VLLM = notebooks.TRANSFER_PAIR
 DATASET_DIFFUSERS, DATASET_VLLM = notebooks.DATASET_PAIR
 POST_DIFFUSERS, POST_VLLM = notebooks.POST_TRAINING_PAIR
-SERVED = {AV_VLLM, ACTION_VLLM, TRANSFER_VLLM, DATASET_VLLM, POST_VLLM}
+# What each vLLM-Omni notebook's variation asks for by name (tests/conftest.py runs it beside the servers' other tests)
+SERVED = {
+    AV_VLLM: ("omni_server",),
+    ACTION_VLLM: ("omni_server", "omni_server_nosound"),
+    TRANSFER_VLLM: ("omni_server",),
+    DATASET_VLLM: ("omni_server",),
+    POST_VLLM: ("omni_server", "post_training_vllm_run"),
+}
 NOWHERE = "http://127.0.0.1:9"
 ONE_IMAGE = str(
     Path(__file__).parent / "fixtures" / "dataset_one_image.json"
@@ -185,14 +192,21 @@ def test_values_this_machine_cannot_run_stop_in_the_set_up_naming_the_fix(
     assert not (tmp_path / "media").exists() or not any((tmp_path / "media").rglob("*.mp4"))
 
 
-def _variations() -> list[tuple[str, dict[str, object]]]:
-    return [(name, run) for name in notebooks.NOTEBOOKS for run in VARIATIONS[name]]
+def _variations() -> list:
+    return [
+        pytest.param(
+            name,
+            run,
+            id=f"{name}-{'-'.join(map(str, run.values()))}",
+            marks=[pytest.mark.served(*SERVED[name])] if name in SERVED else [],
+        )
+        for name in notebooks.NOTEBOOKS
+        for run in VARIATIONS[name]
+    ]
 
 
 @pytest.mark.notebook
-@pytest.mark.parametrize(
-    ("name", "variation"), _variations(), ids=[f"{n}-{'-'.join(map(str, v.values()))}" for n, v in _variations()]
-)
+@pytest.mark.parametrize(("name", "variation"), _variations())
 def test_each_variation_runs_the_notebook_to_its_end(request, name: str, variation: dict, tmp_path: Path) -> None:
     parameters = dict(variation)
     if name in SERVED:

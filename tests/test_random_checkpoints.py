@@ -107,6 +107,7 @@ def test_every_built_checkpoint_matches_the_published_configuration(tmp_path, na
     )
 
 
+@pytest.mark.slow  # builds Nano's modules on the meta device: seconds
 def test_nano_random_is_built_in_the_published_configuration_at_nanos_size():
     """The 15 B-parameter build itself runs on the GPU runner; its configuration is checked here, on the meta
     device (no memory), with the exact Qwen tokenizer."""
@@ -318,6 +319,7 @@ def qwen():
         return tiny_checkpoint.qwen_tokenizer()
 
 
+@pytest.mark.slow  # builds the tokenizer from its vocabulary: seconds
 def test_qwen_tokenizer_is_exact_and_offline(qwen):
     assert qwen.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>", "<|vision_start|>"]) == [151644, 151645, 151652]
     assert len(qwen) == 151669  # 151,643 BPE tokens, 14 special ones, 12 added ones

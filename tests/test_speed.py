@@ -207,6 +207,7 @@ def test_memory_speeds_store_float8_weights_and_only_min_vram_streams_layers(nam
     assert ("group_offloading" in hooks) == streamed
 
 
+@pytest.mark.slow  # two generations and a text tower moved between devices: seconds
 def test_text_tower_offload_keeps_the_text_weights_out_of_the_model_and_changes_no_output():
     kept = _fresh_pipe()
     pipelines.apply(kept, ["fp8_storage", "text_kv_cache", "vae_tiling"])  # low_vram but the offload
@@ -283,6 +284,7 @@ def test_fast_keeps_generating_across_many_sizes_and_modes():
         assert np.asarray(out.video).shape[-3:-1] == (height, width)
 
 
+@pytest.mark.slow  # compiles: seconds
 def test_fast_compiles_only_the_cached_generation_half_once_per_prompt_length():
     # What a new kernel traces and loads before its first video. Step 0 (once per guidance pass) runs the text half
     # uncompiled, so only the generation half is compiled, the same at every step: a static graph for the prompt's
@@ -311,6 +313,7 @@ def test_memory_speeds_choose_the_allocator_before_cuda_starts_and_keep_a_users_
     assert "restart" in speeds.configure_allocator("low_vram") and speeds.ALLOCATOR_ENV not in os.environ
 
 
+@pytest.mark.slow  # a generation each, one of them compiled: 14 s in all
 @pytest.mark.parametrize("speed_name", speeds.offered("tuning"))
 def test_edge_runs_with_every_speed(speed_name):
     """Edge's feed-forward has no gate (Nemotron's squared ReLU); `low_vram` used to fail on its missing gate_proj."""

@@ -62,9 +62,7 @@ stamp=.venv/.cookbook-installed
 want=$(cat pyproject.toml "$lock" | sha256sum | cut -d' ' -f1)-$choice
 [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || exit 0
 
-# --no-compile: Python compiles a module the first time it is imported, and most of the 20,000 installed files never
-# are; compiling them all here took a fresh install from 47 s to 109 s on two cores.
-pip=(.venv/bin/python -m pip install --quiet --no-compile)
+pip=(.venv/bin/python -m pip install --quiet)
 .venv/bin/python -m pip install --quiet --upgrade pip
 if [ "$torch_source" != pip ]; then
   # Only torch comes from PyTorch's index; its dependencies follow below from the usual index, at the locked versions.
